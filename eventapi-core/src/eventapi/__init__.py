@@ -1,0 +1,56 @@
+"""eventapi: device events for Python.
+
+Fences and profiling windows written once over a small protocol, :class:`EventApi`, that each
+backend spells: the embedded ``host`` backend, ``cuda`` and ``hip`` from their own
+distributions, or a third party's. ``import eventapi`` imports no driver binding and scans no
+plugin; :func:`backend` does, on first use.
+"""
+
+from __future__ import annotations
+
+from ._anchor import Anchor
+from ._discovery import backend, backends
+from ._errors import (
+    BackendError,
+    BackendNotFoundError,
+    BackendUnavailableError,
+    CaptureError,
+    DriverError,
+    EventApiError,
+    EventStateError,
+    UnsupportedError,
+)
+from ._fence import EventFence
+from ._plugin import PLUGIN_API, BackendInfo, BackendSpec, hookimpl, hookspec
+from ._profiler import EventProfiler, Span, Stats, Window
+from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
+
+__all__ = [
+    "PLUGIN_API",
+    "Anchor",
+    "BackendError",
+    "BackendInfo",
+    "BackendNotFoundError",
+    "BackendSpec",
+    "BackendUnavailableError",
+    "CaptureError",
+    "DriverError",
+    "EventApi",
+    "EventApiError",
+    "EventFence",
+    "EventProfiler",
+    "EventStateError",
+    "Span",
+    "Stats",
+    "SupportsCaptureCheck",
+    "SupportsEventQuery",
+    "SupportsHostFunc",
+    "UnsupportedError",
+    "Window",
+    "backend",
+    "backends",
+    "hookimpl",
+    "hookspec",
+]
+
+__version__ = "0.1.0"
