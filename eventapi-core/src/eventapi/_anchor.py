@@ -1,2 +1,4 @@
 """Placeholder until the anchor lands."""
+
+
 class Anchor: ...

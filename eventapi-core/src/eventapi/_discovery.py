@@ -1,3 +1,9 @@
 """Placeholder until discovery lands."""
-def backend(name=None): raise NotImplementedError
-def backends(): raise NotImplementedError
+
+
+def backend(name=None):
+    raise NotImplementedError
+
+
+def backends():
+    raise NotImplementedError

@@ -2,11 +2,13 @@
 
 ::
 
-    EventApiError                      base of everything raised on purpose
-    ├── DriverError                    a backend call failed: .backend .call .code .name .message, .not_ready
-    ├── EventStateError (ValueError)   misuse caught before the driver: closed, never recorded, foreign handle
-    ├── CaptureError                   a fence recorded into a stream that is capturing a graph
-    ├── UnsupportedError (NotImplementedError)   the backend lacks an optional capability the call needs
+    EventApiError                   base of everything raised on purpose
+    ├── DriverError                 a backend call failed: .backend .call .code .name .message,
+    │                               .not_ready
+    ├── EventStateError (ValueError)        misuse caught before the driver: closed, never
+    │                                       recorded or foreign handle
+    ├── CaptureError                a fence recorded into a stream that is capturing a graph
+    ├── UnsupportedError (NotImplementedError)  the backend lacks an optional capability
     └── BackendError
         ├── BackendNotFoundError (LookupError)   no such backend installed
         └── BackendUnavailableError              installed but unusable here (no driver, no device)
@@ -67,8 +69,10 @@ class DriverError(EventApiError):
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword-only `not_ready` is not in self.args; pickle (multiprocessing, logging
         # handlers) must rebuild the whole error, not a bare message.
-        return (_rebuild_driver_error, (self.backend, self.call, self.code, self.name,
-                                        self.message, self.not_ready))
+        return (
+            _rebuild_driver_error,
+            (self.backend, self.call, self.code, self.name, self.message, self.not_ready),
+        )
 
 
 def _rebuild_driver_error(

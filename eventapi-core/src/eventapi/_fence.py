@@ -1,2 +1,4 @@
 """Placeholder until the fence lands."""
+
+
 class EventFence: ...

@@ -28,7 +28,7 @@ PROJECT: Final = "eventapi"
 ENTRY_POINT_GROUP: Final = "eventapi.backends"
 
 PLUGIN_API: Final[tuple[int, int]] = (1, 0)
-"""The plugin contract's version, ``(major, minor)``. A plugin built for another major is refused."""
+"""The plugin contract's version, ``(major, minor)``; a plugin for another major is refused."""
 
 hookspec: Final = pluggy.HookspecMarker(PROJECT)
 hookimpl: Final = pluggy.HookimplMarker(PROJECT)

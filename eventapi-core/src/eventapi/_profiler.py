@@ -1,5 +1,13 @@
 """Placeholder until the profiler lands."""
+
+
 class EventProfiler: ...
+
+
 class Span: ...
+
+
 class Stats: ...
+
+
 class Window: ...

@@ -29,7 +29,7 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, final
 
 from ._errors import EventStateError
 
@@ -54,12 +54,12 @@ class LiveHandles(NamedTuple):
 class _Handle:
     """State shared by event and stream handles; guarded by the owning backend's lock."""
 
-    __slots__ = ("_closed", "_owner", "_raw", "_users", "__weakref__")
+    __slots__ = ("__weakref__", "_closed", "_owner", "_raw", "_users")
 
-    _raw: object
-    _owner: DriverBackend[object, object] | None
+    _raw: Any
+    _owner: DriverBackend[Any, Any] | None
 
-    def __init__(self, raw: object, owner: DriverBackend[object, object] | None) -> None:
+    def __init__(self, raw: object, owner: DriverBackend[Any, Any] | None) -> None:
         self._raw = raw
         self._owner = owner
         self._closed = False
@@ -89,8 +89,8 @@ class Event(_Handle, Generic[RE]):
 
     _raw: RE
 
-    def __init__(self, raw: RE, owner: DriverBackend[RE, object]) -> None:
-        super().__init__(raw, owner)  # type: ignore[arg-type]
+    def __init__(self, raw: RE, owner: DriverBackend[RE, Any]) -> None:
+        super().__init__(raw, owner)
         self._recorded = False
 
     @property
@@ -121,8 +121,8 @@ class Stream(_Handle, Generic[RS]):
 
     _raw: RS
 
-    def __init__(self, raw: RS, owner: DriverBackend[object, RS], *, owned: bool) -> None:
-        super().__init__(raw, owner)  # type: ignore[arg-type]
+    def __init__(self, raw: RS, owner: DriverBackend[Any, RS], *, owned: bool) -> None:
+        super().__init__(raw, owner)
         self._owned = owned
 
     @property
@@ -168,7 +168,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     # -- what a backend spells --------------------------------------------------------------
 
-    def _bind_thread(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+    def _bind_thread(self) -> None:
         """Prepare the calling thread for driver calls; runs once per thread before its first.
 
         Where a driver keeps per-thread state (CUDA's current context, HIP's current device),
@@ -329,7 +329,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         finally:
             self._leave(handle)
 
-    def stream_launch_host_func(self, stream: Stream[RS] | object, fn: Callable[[], object]) -> None:
+    def stream_launch_host_func(
+        self, stream: Stream[RS] | object, fn: Callable[[], object]
+    ) -> None:
         """Run ``fn()`` on a driver thread when ``stream`` reaches this point."""
         if not callable(fn):
             raise TypeError(f"stream_launch_host_func needs a callable, got {fn!r}")
@@ -365,7 +367,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             tls.bound = True
 
     def _check_owner(self, handle: object, call: str, kind: type[_Handle]) -> None:
-        if type(handle) is not kind or handle._owner is not self:  # type: ignore[attr-defined]
+        if type(handle) is not kind or handle._owner is not self:
             what = kind.__name__.lower()
             raise EventStateError(
                 f"{self.BACKEND}: {call} refused {handle!r}: not a {what} of this {self.BACKEND} "
@@ -396,15 +398,16 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 f"{self.BACKEND}: {call} refused {event!r}: it was never recorded, so there is "
                 "nothing to wait for or time; call event_record(event, stream) first"
             )
-        return self._enter(event, call)
+        raw: RE = self._enter(event, call)
+        return raw
 
-    def _enter(self, handle: _Handle, call: str) -> RE | RS:  # type: ignore[type-var]
+    def _enter(self, handle: _Handle, call: str) -> Any:
         self._ensure_thread()
         with self._lock:
             if handle._closed:
                 self._refuse_closed(handle, call)
             handle._users += 1
-        return handle._raw  # type: ignore[return-value]
+        return handle._raw
 
     def _leave(self, handle: _Handle) -> None:
         with self._lock:
@@ -419,8 +422,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
             try:
                 self._destroy_now(handle)
             except Exception:
-                _log.warning("%s: deferred destroy of %r failed", self.BACKEND, handle,
-                             exc_info=True)
+                _log.warning(
+                    "%s: deferred destroy of %r failed", self.BACKEND, handle, exc_info=True
+                )
 
     def _refuse_closed(self, handle: _Handle, call: str) -> None:
         raise EventStateError(
@@ -450,9 +454,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._live_streams -= 1
         self._ensure_thread()
         if is_event:
-            self._raw_event_destroy(handle._raw)  # type: ignore[arg-type]
+            self._raw_event_destroy(handle._raw)
         else:
-            self._raw_stream_destroy(handle._raw)  # type: ignore[arg-type]
+            self._raw_stream_destroy(handle._raw)
 
     def _collect(self, handle: _Handle) -> None:
         # From a handle's __del__: the user dropped it without destroying it.
