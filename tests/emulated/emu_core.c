@@ -1,0 +1,877 @@
+/*
+ * Emulation core: streams as worker threads, events, graphs, primary contexts, a handle
+ * table, call counters and fault injection. See emu_core.h for the contract.
+ *
+ * One process-wide mutex (g.mu) guards every field below. Workers and blocked callers wait
+ * on condition variables tied to it; a worker drops it only while a host function runs.
+ *
+ * The state of an event is its latest record operation: a reference-counted `op` that the
+ * stream's queue, the event and every waiter hold. A wait (host or stream side) holds the
+ * record it waits for, so re-recording or destroying the event never strands a waiter and
+ * never frees memory a worker still touches.
+ */
+#define _GNU_SOURCE
+#include "emu_core.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* -- handles ---------------------------------------------------------------------------- */
+
+/*
+ * handle = TAG | kind << 56 | generation << 24 | slot. TAG sets the top bits, which makes
+ * every handle a non-canonical address on x86-64 and aarch64 and keeps it clear of the
+ * small sentinel stream values drivers reserve (0, 1, 2).
+ */
+#define H_TAG 0xE000000000000000ull
+#define H_KIND_SHIFT 56
+#define H_GEN_SHIFT 24
+#define H_GEN_MASK 0xFFFFFFFFull
+#define H_SLOT_MASK 0xFFFFFFull
+
+enum kind { K_NONE = 0, K_EVENT = 1, K_STREAM = 2, K_GRAPH = 3, K_CTX = 4 };
+
+typedef struct slot {
+    void *obj;
+    uint32_t gen;
+    uint8_t kind;
+} slot;
+
+/* -- objects ---------------------------------------------------------------------------- */
+
+enum op_type { OP_RECORD = 1, OP_WAIT = 2, OP_HOST = 3 };
+
+typedef struct op {
+    struct op *next; /* queue link */
+    int refs;
+    int type;
+    int done;         /* OP_RECORD: the stream reached it */
+    int64_t stamp_ns; /* OP_RECORD: CLOCK_MONOTONIC when reached */
+    struct op *target; /* OP_WAIT: the record waited for (a reference is held) */
+    emu_host_fn fn;    /* OP_HOST */
+    void *arg;
+} op;
+
+typedef struct event {
+    uint64_t handle;
+    int dev;
+    int timing;
+    int captured;  /* the latest record went into a capturing stream */
+    op *last_rec;  /* the latest record (a reference is held), NULL if never recorded */
+} event;
+
+typedef struct stream {
+    uint64_t handle; /* 0 for an implicit stream */
+    int refs;        /* table (or device slot) + worker + blocked callers */
+    int dev;
+    int non_blocking;
+    int implicit;
+    int destroyed;
+    op *head, *tail;
+    long pending; /* queued operations not yet finished, the running one included */
+    pthread_cond_t work;
+    int capture; /* EMU_CAPTURE_* */
+    int capture_mode;
+    pthread_t capture_thread;
+    long capture_nodes;
+    struct stream *prev, *next; /* every stream whose worker still runs */
+} stream;
+
+typedef struct graph {
+    uint64_t handle;
+    long nodes;
+} graph;
+
+typedef struct ctx {
+    uint64_t handle;
+    int refs;
+    int dev;
+} ctx;
+
+typedef struct callrec {
+    char name[64];
+    long calls;
+    int fault_count;
+    int fault_code;
+} callrec;
+
+#define MAX_CALL_NAMES 256
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t done; /* broadcast whenever an operation finishes */
+    slot *slots;
+    uint32_t nslots, cap;
+    uint32_t *free_slots;
+    uint32_t nfree;
+    int device_count;
+    int driver_version; /* 0: the symbol layer's default */
+    int negative_elapsed;
+    long live_events, live_streams, live_graphs;
+    stream *implicit[EMU_MAX_DEVICES];
+    ctx ctxs[EMU_MAX_DEVICES];
+    stream *streams; /* list of running streams */
+    callrec calls[MAX_CALL_NAMES];
+    int ncalls;
+} g = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+    .device_count = 2,
+};
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void read_env(void) {
+    const char *v = getenv("EMU_DEVICE_COUNT");
+    if (v != NULL && *v != '\0') {
+        char *end = NULL;
+        long n = strtol(v, &end, 10);
+        if (end != NULL && *end == '\0' && n >= 0 && n <= EMU_MAX_DEVICES) {
+            g.device_count = (int)n;
+        }
+    }
+}
+
+static void lock(void) {
+    pthread_once(&g_once, read_env);
+    pthread_mutex_lock(&g.mu);
+}
+
+static void unlock(void) { pthread_mutex_unlock(&g.mu); }
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* -- handle table (g.mu held) ------------------------------------------------------------ */
+
+static uint64_t table_add(int kind, void *obj) {
+    uint32_t i;
+    if (g.nfree > 0) {
+        i = g.free_slots[--g.nfree];
+    } else {
+        if (g.nslots == g.cap) {
+            uint32_t cap = g.cap ? g.cap * 2 : 256;
+            if (cap > H_SLOT_MASK) return 0;
+            slot *s = realloc(g.slots, cap * sizeof *s);
+            if (s == NULL) return 0;
+            uint32_t *f = realloc(g.free_slots, cap * sizeof *f);
+            if (f == NULL) {
+                g.slots = s;
+                return 0;
+            }
+            g.slots = s;
+            g.free_slots = f;
+            g.cap = cap;
+        }
+        i = g.nslots++;
+        g.slots[i].gen = 1;
+    }
+    g.slots[i].obj = obj;
+    g.slots[i].kind = (uint8_t)kind;
+    return H_TAG | ((uint64_t)kind << H_KIND_SHIFT) |
+           (((uint64_t)g.slots[i].gen & H_GEN_MASK) << H_GEN_SHIFT) | i;
+}
+
+static slot *table_slot(uint64_t h, int kind) {
+    if ((h & 0xF000000000000000ull) != H_TAG) return NULL;
+    if ((int)((h >> H_KIND_SHIFT) & 0xF) != kind) return NULL;
+    uint64_t i = h & H_SLOT_MASK;
+    if (i >= g.nslots) return NULL;
+    slot *s = &g.slots[i];
+    if (s->obj == NULL || s->kind != kind) return NULL;
+    if ((uint64_t)s->gen != ((h >> H_GEN_SHIFT) & H_GEN_MASK)) return NULL;
+    return s;
+}
+
+static void *table_get(uint64_t h, int kind) {
+    slot *s = table_slot(h, kind);
+    return s ? s->obj : NULL;
+}
+
+static void table_remove(uint64_t h) {
+    uint32_t i = (uint32_t)(h & H_SLOT_MASK);
+    g.slots[i].obj = NULL;
+    g.slots[i].kind = K_NONE;
+    g.slots[i].gen = (uint32_t)((g.slots[i].gen + 1) & H_GEN_MASK);
+    if (g.slots[i].gen == 0) g.slots[i].gen = 1;
+    g.free_slots[g.nfree++] = i;
+}
+
+/* -- operations and streams (g.mu held) ------------------------------------------------- */
+
+static void op_unref(op *o) {
+    if (--o->refs > 0) return;
+    if (o->target != NULL) op_unref(o->target);
+    free(o);
+}
+
+static void stream_unref(stream *s) {
+    if (--s->refs > 0) return;
+    if (s->prev) s->prev->next = s->next;
+    else g.streams = s->next;
+    if (s->next) s->next->prev = s->prev;
+    pthread_cond_destroy(&s->work);
+    free(s);
+}
+
+static void *worker(void *arg) {
+    stream *s = arg;
+    pthread_mutex_lock(&g.mu);
+    for (;;) {
+        while (s->head == NULL && !s->destroyed) pthread_cond_wait(&s->work, &g.mu);
+        if (s->head == NULL) break; /* destroyed and drained */
+        op *o = s->head;
+        switch (o->type) {
+        case OP_RECORD:
+            o->stamp_ns = now_ns();
+            o->done = 1;
+            break;
+        case OP_WAIT:
+            while (!o->target->done) pthread_cond_wait(&g.done, &g.mu);
+            break;
+        case OP_HOST:
+            /* The host function may call back into the driver: never run it under g.mu. */
+            pthread_mutex_unlock(&g.mu);
+            o->fn(o->arg);
+            pthread_mutex_lock(&g.mu);
+            break;
+        default:
+            break;
+        }
+        /* Popped only now, so the stream reads as busy while the operation runs. */
+        s->head = o->next;
+        if (s->head == NULL) s->tail = NULL;
+        s->pending--;
+        op_unref(o);
+        pthread_cond_broadcast(&g.done);
+    }
+    stream_unref(s);
+    pthread_mutex_unlock(&g.mu);
+    return NULL;
+}
+
+static emu_status stream_new(int dev, int non_blocking, int implicit, stream **out) {
+    stream *s = calloc(1, sizeof *s);
+    if (s == NULL) return EMU_E_OUT_OF_MEMORY;
+    s->dev = dev;
+    s->non_blocking = non_blocking;
+    s->implicit = implicit;
+    s->refs = 2; /* the owner (table or device slot) and the worker */
+    if (pthread_cond_init(&s->work, NULL) != 0) {
+        free(s);
+        return EMU_E_OUT_OF_MEMORY;
+    }
+    /*
+     * Workers block every signal, so that signals keep going to the threads of the program
+     * (Python handles SIGINT in its main thread), and are detached, so a process may exit
+     * with streams alive without joining anything.
+     */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, worker, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        pthread_cond_destroy(&s->work);
+        free(s);
+        return EMU_E_OUT_OF_MEMORY;
+    }
+    s->next = g.streams;
+    if (g.streams) g.streams->prev = s;
+    g.streams = s;
+    *out = s;
+    return EMU_OK;
+}
+
+/* The stream a call names: a live handle, or EMU_STREAM_DEFAULT for dev's implicit one. */
+static emu_status stream_resolve(int dev, uint64_t h, stream **out) {
+    if (h == EMU_STREAM_DEFAULT) {
+        if (dev < 0 || dev >= EMU_MAX_DEVICES) return EMU_E_INVALID_DEVICE;
+        if (g.implicit[dev] == NULL) {
+            emu_status st = stream_new(dev, 0, 1, &g.implicit[dev]);
+            if (st != EMU_OK) return st;
+        }
+        *out = g.implicit[dev];
+        return EMU_OK;
+    }
+    stream *s = table_get(h, K_STREAM);
+    if (s == NULL) return EMU_E_INVALID_HANDLE;
+    *out = s;
+    return EMU_OK;
+}
+
+static void enqueue(stream *s, op *o) {
+    o->refs++; /* the queue's reference */
+    o->next = NULL;
+    if (s->tail) s->tail->next = o;
+    else s->head = o;
+    s->tail = o;
+    s->pending++;
+    pthread_cond_signal(&s->work);
+}
+
+/* Operations on a capturing stream become graph nodes and do not run. */
+static emu_status capture_node(stream *s) {
+    if (s->capture == EMU_CAPTURE_INVALIDATED) return EMU_E_CAPTURE_INVALIDATED;
+    s->capture_nodes++;
+    return EMU_OK;
+}
+
+/* -- calls, counters, faults ------------------------------------------------------------ */
+
+/* Base name of a driver function: "cuEventDestroy_v2" counts as "cuEventDestroy". */
+static void base_name(const char *in, char out[64]) {
+    size_t n = strlen(in);
+    if (n > 63) n = 63;
+    memcpy(out, in, n);
+    out[n] = '\0';
+    size_t i = n;
+    while (i > 0 && out[i - 1] >= '0' && out[i - 1] <= '9') i--;
+    if (i < n && i >= 2 && out[i - 1] == 'v' && out[i - 2] == '_') out[i - 2] = '\0';
+}
+
+static callrec *call_find(const char *name, int create) {
+    char key[64];
+    base_name(name, key);
+    for (int i = 0; i < g.ncalls; i++) {
+        if (strcmp(g.calls[i].name, key) == 0) return &g.calls[i];
+    }
+    if (!create || g.ncalls == MAX_CALL_NAMES) return NULL;
+    callrec *r = &g.calls[g.ncalls++];
+    memset(r, 0, sizeof *r);
+    memcpy(r->name, key, sizeof key);
+    return r;
+}
+
+int emuc_enter(const char *name) {
+    int code = 0;
+    lock();
+    callrec *r = call_find(name, 1);
+    if (r != NULL) {
+        r->calls++;
+        if (r->fault_count > 0) {
+            r->fault_count--;
+            code = r->fault_code;
+        }
+    }
+    unlock();
+    return code;
+}
+
+int emuc_device_count(void) {
+    lock();
+    int n = g.device_count;
+    unlock();
+    return n;
+}
+
+int emuc_driver_version(int fallback) {
+    lock();
+    int v = g.driver_version ? g.driver_version : fallback;
+    unlock();
+    return v;
+}
+
+/* -- contexts --------------------------------------------------------------------------- */
+
+emu_status emuc_ctx_retain(int dev, uint64_t *out) {
+    if (out == NULL) return EMU_E_INVALID_VALUE;
+    emu_status st = EMU_OK;
+    lock();
+    if (dev < 0 || dev >= g.device_count) {
+        st = EMU_E_INVALID_DEVICE;
+    } else {
+        ctx *c = &g.ctxs[dev];
+        if (c->handle == 0) {
+            /* The primary context keeps its handle for the life of the process. */
+            c->dev = dev;
+            c->handle = table_add(K_CTX, c);
+            if (c->handle == 0) st = EMU_E_OUT_OF_MEMORY;
+        }
+        if (st == EMU_OK) {
+            c->refs++;
+            *out = c->handle;
+        }
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_ctx_release(int dev) {
+    emu_status st = EMU_OK;
+    lock();
+    if (dev < 0 || dev >= g.device_count) st = EMU_E_INVALID_DEVICE;
+    else if (g.ctxs[dev].refs == 0) st = EMU_E_INVALID_CONTEXT;
+    else g.ctxs[dev].refs--;
+    unlock();
+    return st;
+}
+
+emu_status emuc_ctx_device(uint64_t h, int *dev) {
+    emu_status st = EMU_OK;
+    lock();
+    ctx *c = table_get(h, K_CTX);
+    if (c == NULL || c->refs == 0 || c->dev >= g.device_count) st = EMU_E_INVALID_CONTEXT;
+    else *dev = c->dev;
+    unlock();
+    return st;
+}
+
+/* -- events ----------------------------------------------------------------------------- */
+
+emu_status emuc_event_create(int dev, int timing, uint64_t *out) {
+    if (out == NULL) return EMU_E_INVALID_VALUE;
+    event *e = calloc(1, sizeof *e);
+    if (e == NULL) return EMU_E_OUT_OF_MEMORY;
+    e->dev = dev;
+    e->timing = timing;
+    lock();
+    e->handle = table_add(K_EVENT, e);
+    emu_status st = EMU_OK;
+    if (e->handle == 0) {
+        st = EMU_E_OUT_OF_MEMORY;
+        free(e);
+    } else {
+        g.live_events++;
+        *out = e->handle;
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_event_destroy(uint64_t h) {
+    lock();
+    event *e = table_get(h, K_EVENT);
+    if (e == NULL) {
+        unlock();
+        return EMU_E_INVALID_HANDLE;
+    }
+    table_remove(h);
+    g.live_events--;
+    /* A queued record keeps its own reference and completes into nothing. */
+    if (e->last_rec) op_unref(e->last_rec);
+    free(e);
+    unlock();
+    return EMU_OK;
+}
+
+emu_status emuc_event_record(uint64_t h, int dev, uint64_t sh) {
+    emu_status st;
+    stream *s = NULL;
+    lock();
+    event *e = table_get(h, K_EVENT);
+    if (e == NULL) {
+        st = EMU_E_INVALID_HANDLE;
+    } else if ((st = stream_resolve(dev, sh, &s)) != EMU_OK) {
+        /* st says why */
+    } else if (s->dev != e->dev) {
+        /* Event and stream must belong to one device, as both drivers require. */
+        st = EMU_E_INVALID_HANDLE;
+    } else if (s->capture != EMU_CAPTURE_NONE) {
+        st = capture_node(s);
+        if (st == EMU_OK) {
+            if (e->last_rec) op_unref(e->last_rec);
+            e->last_rec = NULL;
+            e->captured = 1;
+        }
+    } else {
+        op *o = calloc(1, sizeof *o);
+        if (o == NULL) {
+            st = EMU_E_OUT_OF_MEMORY;
+        } else {
+            o->type = OP_RECORD;
+            o->refs = 1; /* the event's reference */
+            if (e->last_rec) op_unref(e->last_rec);
+            e->last_rec = o;
+            e->captured = 0;
+            enqueue(s, o);
+        }
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_event_query(uint64_t h) {
+    emu_status st = EMU_OK;
+    lock();
+    event *e = table_get(h, K_EVENT);
+    if (e == NULL) st = EMU_E_INVALID_HANDLE;
+    else if (e->captured) st = EMU_E_CAPTURED_EVENT;
+    else if (e->last_rec != NULL && !e->last_rec->done) st = EMU_E_NOT_READY;
+    unlock();
+    return st;
+}
+
+emu_status emuc_event_synchronize(uint64_t h) {
+    emu_status st = EMU_OK;
+    lock();
+    event *e = table_get(h, K_EVENT);
+    if (e == NULL) {
+        st = EMU_E_INVALID_HANDLE;
+    } else if (e->captured) {
+        st = EMU_E_CAPTURED_EVENT;
+    } else if (e->last_rec != NULL) {
+        /* Hold the record, not the event: either may be re-recorded or destroyed meanwhile. */
+        op *r = e->last_rec;
+        r->refs++;
+        while (!r->done) pthread_cond_wait(&g.done, &g.mu);
+        op_unref(r);
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_event_elapsed(float *ms, uint64_t start, uint64_t end) {
+    if (ms == NULL) return EMU_E_INVALID_VALUE;
+    emu_status st = EMU_OK;
+    lock();
+    event *a = table_get(start, K_EVENT);
+    event *b = table_get(end, K_EVENT);
+    if (a == NULL || b == NULL) {
+        st = EMU_E_INVALID_HANDLE;
+    } else if (a->captured || b->captured) {
+        st = EMU_E_CAPTURED_EVENT;
+    } else if (!a->timing || !b->timing || a->last_rec == NULL || b->last_rec == NULL) {
+        st = EMU_E_INVALID_HANDLE;
+    } else if (!a->last_rec->done || !b->last_rec->done) {
+        st = EMU_E_NOT_READY;
+    } else if (g.negative_elapsed > 0) {
+        /* A slightly negative reading, as some drivers return for near-simultaneous events. */
+        g.negative_elapsed--;
+        *ms = -0.0005f;
+    } else {
+        *ms = (float)((double)(b->last_rec->stamp_ns - a->last_rec->stamp_ns) / 1e6);
+    }
+    unlock();
+    return st;
+}
+
+/* -- streams ---------------------------------------------------------------------------- */
+
+emu_status emuc_stream_create(int dev, int non_blocking, uint64_t *out) {
+    if (out == NULL) return EMU_E_INVALID_VALUE;
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_new(dev, non_blocking, 0, &s);
+    if (st == EMU_OK) {
+        s->handle = table_add(K_STREAM, s);
+        if (s->handle == 0) {
+            /* Let the worker exit and free the stream. */
+            s->destroyed = 1;
+            pthread_cond_signal(&s->work);
+            stream_unref(s);
+            st = EMU_E_OUT_OF_MEMORY;
+        } else {
+            g.live_streams++;
+            *out = s->handle;
+        }
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_stream_destroy(uint64_t h) {
+    lock();
+    stream *s = table_get(h, K_STREAM);
+    if (s == NULL) {
+        unlock();
+        return EMU_E_INVALID_HANDLE;
+    }
+    table_remove(h);
+    g.live_streams--;
+    s->destroyed = 1;
+    s->capture = EMU_CAPTURE_NONE;
+    pthread_cond_signal(&s->work);
+    stream_unref(s);
+    unlock();
+    return EMU_OK;
+}
+
+emu_status emuc_stream_wait_event(int dev, uint64_t sh, uint64_t h) {
+    emu_status st;
+    stream *s = NULL;
+    lock();
+    event *e = table_get(h, K_EVENT);
+    if (e == NULL) {
+        st = EMU_E_INVALID_HANDLE;
+    } else if ((st = stream_resolve(dev, sh, &s)) != EMU_OK) {
+        /* st says why */
+    } else if (s->capture != EMU_CAPTURE_NONE) {
+        st = capture_node(s);
+    } else if (e->captured) {
+        /* Joining a capture from another stream is not emulated. */
+        st = EMU_E_CAPTURED_EVENT;
+    } else if (e->last_rec != NULL && !e->last_rec->done) {
+        op *o = calloc(1, sizeof *o);
+        if (o == NULL) {
+            st = EMU_E_OUT_OF_MEMORY;
+        } else {
+            /* The wait binds to the record current now, as a later re-record must not move it. */
+            o->type = OP_WAIT;
+            o->target = e->last_rec;
+            o->target->refs++;
+            enqueue(s, o);
+        }
+    }
+    /* A never-recorded or already reached event: nothing to wait for. */
+    unlock();
+    return st;
+}
+
+emu_status emuc_stream_synchronize(int dev, uint64_t sh) {
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    if (st == EMU_OK) {
+        if (s->capture != EMU_CAPTURE_NONE) {
+            /* Synchronizing a capturing stream is illegal and spoils the capture. */
+            s->capture = EMU_CAPTURE_INVALIDATED;
+            st = EMU_E_CAPTURE_UNSUPPORTED;
+        } else {
+            s->refs++;
+            while (s->pending > 0) pthread_cond_wait(&g.done, &g.mu);
+            stream_unref(s);
+        }
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_stream_query(int dev, uint64_t sh) {
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    if (st == EMU_OK) {
+        if (s->capture != EMU_CAPTURE_NONE) {
+            s->capture = EMU_CAPTURE_INVALIDATED;
+            st = EMU_E_CAPTURE_UNSUPPORTED;
+        } else if (s->pending > 0) {
+            st = EMU_E_NOT_READY;
+        }
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_stream_is_capturing(int dev, uint64_t sh, int *status) {
+    if (status == NULL) return EMU_E_INVALID_VALUE;
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    if (st == EMU_OK) *status = s->capture;
+    unlock();
+    return st;
+}
+
+emu_status emuc_stream_begin_capture(int dev, uint64_t sh, int mode) {
+    if (mode < EMU_CAPTURE_MODE_GLOBAL || mode > EMU_CAPTURE_MODE_RELAXED) {
+        return EMU_E_INVALID_VALUE;
+    }
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    if (st == EMU_OK) {
+        if (s->implicit) {
+            st = EMU_E_CAPTURE_UNSUPPORTED; /* the implicit stream cannot be captured */
+        } else if (s->capture != EMU_CAPTURE_NONE) {
+            st = EMU_E_ILLEGAL_STATE;
+        } else {
+            s->capture = EMU_CAPTURE_ACTIVE;
+            s->capture_mode = mode;
+            s->capture_thread = pthread_self();
+            s->capture_nodes = 0;
+        }
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_stream_end_capture(int dev, uint64_t sh, uint64_t *out) {
+    if (out == NULL) return EMU_E_INVALID_VALUE;
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    if (st != EMU_OK) {
+        /* st says why */
+    } else if (s->capture == EMU_CAPTURE_NONE) {
+        st = EMU_E_ILLEGAL_STATE;
+    } else if (s->capture_mode != EMU_CAPTURE_MODE_RELAXED &&
+               !pthread_equal(s->capture_thread, pthread_self())) {
+        st = EMU_E_CAPTURE_WRONG_THREAD;
+    } else if (s->capture == EMU_CAPTURE_INVALIDATED) {
+        s->capture = EMU_CAPTURE_NONE;
+        *out = 0;
+        st = EMU_E_CAPTURE_INVALIDATED;
+    } else {
+        graph *gr = calloc(1, sizeof *gr);
+        if (gr == NULL) {
+            st = EMU_E_OUT_OF_MEMORY;
+        } else {
+            gr->nodes = s->capture_nodes;
+            gr->handle = table_add(K_GRAPH, gr);
+            if (gr->handle == 0) {
+                free(gr);
+                st = EMU_E_OUT_OF_MEMORY;
+            } else {
+                g.live_graphs++;
+                s->capture = EMU_CAPTURE_NONE;
+                *out = gr->handle;
+            }
+        }
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_launch_host_func(int dev, uint64_t sh, emu_host_fn fn, void *user_data) {
+    if (fn == NULL) return EMU_E_INVALID_VALUE;
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    if (st == EMU_OK) {
+        if (s->capture != EMU_CAPTURE_NONE) {
+            st = capture_node(s);
+        } else {
+            op *o = calloc(1, sizeof *o);
+            if (o == NULL) {
+                st = EMU_E_OUT_OF_MEMORY;
+            } else {
+                o->type = OP_HOST;
+                o->fn = fn;
+                o->arg = user_data;
+                enqueue(s, o); /* the queue holds the only reference */
+            }
+        }
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_device_synchronize(int dev) {
+    lock();
+    for (;;) {
+        stream *busy = NULL;
+        for (stream *s = g.streams; s != NULL; s = s->next) {
+            if (s->dev == dev && s->pending > 0) {
+                busy = s;
+                break;
+            }
+        }
+        if (busy == NULL) break;
+        pthread_cond_wait(&g.done, &g.mu);
+    }
+    unlock();
+    return EMU_OK;
+}
+
+/* -- graphs ----------------------------------------------------------------------------- */
+
+emu_status emuc_graph_destroy(uint64_t h) {
+    emu_status st = EMU_OK;
+    lock();
+    graph *gr = table_get(h, K_GRAPH);
+    if (gr == NULL) {
+        st = EMU_E_INVALID_HANDLE;
+    } else {
+        table_remove(h);
+        g.live_graphs--;
+        free(gr);
+    }
+    unlock();
+    return st;
+}
+
+/* -- control API ------------------------------------------------------------------------ */
+
+long emu_live_events(void) {
+    lock();
+    long n = g.live_events;
+    unlock();
+    return n;
+}
+
+long emu_live_streams(void) {
+    lock();
+    long n = g.live_streams;
+    unlock();
+    return n;
+}
+
+long emu_live_graphs(void) {
+    lock();
+    long n = g.live_graphs;
+    unlock();
+    return n;
+}
+
+long emu_live_contexts(void) {
+    lock();
+    long n = 0;
+    for (int i = 0; i < EMU_MAX_DEVICES; i++) n += g.ctxs[i].refs;
+    unlock();
+    return n;
+}
+
+int emu_inject_fault(const char *call_name, int count, int error_code) {
+    if (call_name == NULL || *call_name == '\0' || count < 0 || error_code == 0) return -1;
+    lock();
+    callrec *r = call_find(call_name, 1);
+    if (r != NULL) {
+        r->fault_count = count;
+        r->fault_code = error_code;
+    }
+    unlock();
+    return r != NULL ? 0 : -1;
+}
+
+void emu_clear_faults(void) {
+    lock();
+    for (int i = 0; i < g.ncalls; i++) g.calls[i].fault_count = 0;
+    unlock();
+}
+
+int emu_set_device_count(int count) {
+    if (count < 0 || count > EMU_MAX_DEVICES) return -1;
+    lock();
+    g.device_count = count;
+    unlock();
+    return 0;
+}
+
+void emu_set_driver_version(int version) {
+    lock();
+    g.driver_version = version > 0 ? version : 0;
+    unlock();
+}
+
+void emu_set_negative_elapsed(int count) {
+    lock();
+    g.negative_elapsed = count > 0 ? count : 0;
+    unlock();
+}
+
+long emu_calls(const char *call_name) {
+    if (call_name == NULL) return 0;
+    lock();
+    callrec *r = call_find(call_name, 0);
+    long n = r ? r->calls : 0;
+    unlock();
+    return n;
+}
+
+void emu_reset_counters(void) {
+    lock();
+    for (int i = 0; i < g.ncalls; i++) g.calls[i].calls = 0;
+    unlock();
+}

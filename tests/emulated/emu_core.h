@@ -1,0 +1,143 @@
+/*
+ * Emulation core shared by the emulated CUDA and HIP drivers (test support, not shipped).
+ *
+ * The core implements a device event model on CPU threads: a stream is a worker thread
+ * draining a FIFO of operations (record an event, wait for an event, call a host function);
+ * an event is stamped with clock_gettime(CLOCK_MONOTONIC) when its stream reaches it. It
+ * knows nothing of any driver's names or error numbers: a symbol layer (emu_cuda.c,
+ * emu_hip.c) spells the driver's calls, decides which device a call runs on (CUDA: the
+ * current context; HIP: the current device) and maps emu_status to the driver's codes.
+ *
+ * Handles (events, streams, graphs, contexts) are 64-bit values that encode a kind, a slot
+ * of a handle table and the slot's generation. They are never valid addresses, so nothing
+ * dereferences them: a destroyed, stale, foreign or wrong-kind handle is looked up, found
+ * missing and refused with EMU_E_INVALID_HANDLE.
+ *
+ * Threading: every function here is thread-safe (one process-wide mutex guards the
+ * state). Blocking functions (event and stream synchronize, device synchronize) wait on a
+ * condition variable and never hold the mutex while a host function runs.
+ *
+ * Two halves:
+ *   - emuc_*: the internal interface a symbol layer calls. Hidden visibility, so that when
+ *     both libraries are loaded in one process each keeps its own state.
+ *   - emu_*: the control API tests call through ctypes. Exported (C ABI) by both libraries;
+ *     each library's copy controls that library only. Documented in README.md.
+ */
+#ifndef EMU_CORE_H
+#define EMU_CORE_H
+
+#include <stdint.h>
+
+#define EMU_INTERNAL __attribute__((visibility("hidden")))
+#define EMU_EXPORT __attribute__((visibility("default")))
+
+/* The most devices an emulated driver can report. */
+#define EMU_MAX_DEVICES 16
+
+/* The stream argument that names the implicit (default) stream of the call's device. */
+#define EMU_STREAM_DEFAULT ((uint64_t)0)
+
+/* Outcome of a core call; a symbol layer maps each to its driver's own code. */
+typedef enum emu_status {
+    EMU_OK = 0,
+    EMU_E_INVALID_VALUE,        /* bad argument: NULL out-pointer, unknown flag */
+    EMU_E_NOT_INITIALIZED,      /* the driver was not initialized */
+    EMU_E_NO_DEVICE,            /* the emulated machine has no device */
+    EMU_E_INVALID_DEVICE,       /* device ordinal out of range */
+    EMU_E_INVALID_CONTEXT,      /* no (live) current context */
+    EMU_E_INVALID_HANDLE,       /* unknown, destroyed, wrong-kind or unusable handle */
+    EMU_E_ILLEGAL_STATE,        /* e.g. capture begun twice, ended without a begin */
+    EMU_E_NOT_FOUND,            /* unknown symbol */
+    EMU_E_NOT_READY,            /* work still pending */
+    EMU_E_CAPTURE_UNSUPPORTED,  /* operation not permitted while the stream captures */
+    EMU_E_CAPTURE_INVALIDATED,  /* capture was invalidated by an earlier error */
+    EMU_E_CAPTURE_WRONG_THREAD, /* capture ended from another thread than began it */
+    EMU_E_CAPTURED_EVENT,       /* event last recorded in a capturing stream */
+    EMU_E_OUT_OF_MEMORY,        /* the emulator could not allocate or start a thread */
+    EMU_E_UNKNOWN,
+    EMU_STATUS_COUNT
+} emu_status;
+
+/* Stream capture status reported by emuc_stream_is_capturing. */
+enum { EMU_CAPTURE_NONE = 0, EMU_CAPTURE_ACTIVE = 1, EMU_CAPTURE_INVALIDATED = 2 };
+
+/* Capture modes (same order and values in CUDA and HIP). */
+enum { EMU_CAPTURE_MODE_GLOBAL = 0, EMU_CAPTURE_MODE_THREAD_LOCAL = 1, EMU_CAPTURE_MODE_RELAXED = 2 };
+
+typedef void (*emu_host_fn)(void *user_data);
+
+/* -- calls, counters and fault injection ------------------------------------------------ */
+
+/*
+ * Entry hook every driver function calls first with its base name ("cuEventRecord").
+ * Counts the call; returns 0, or the driver error code injected with emu_inject_fault,
+ * which the driver function then returns before doing anything else.
+ */
+EMU_INTERNAL int emuc_enter(const char *name);
+
+/* Device count (env EMU_DEVICE_COUNT at first use, default 2; emu_set_device_count). */
+EMU_INTERNAL int emuc_device_count(void);
+
+/* The emulated driver version: the value of emu_set_driver_version, or `fallback`. */
+EMU_INTERNAL int emuc_driver_version(int fallback);
+
+/* -- primary contexts (one per device, reference counted) ------------------------------ */
+
+/* Retain device `dev`'s primary context; its handle (stable across retains) in *out. */
+EMU_INTERNAL emu_status emuc_ctx_retain(int dev, uint64_t *out);
+/* Drop one reference; EMU_E_INVALID_CONTEXT when none is held. */
+EMU_INTERNAL emu_status emuc_ctx_release(int dev);
+/*
+ * Resolve a context handle to its device. EMU_E_INVALID_CONTEXT for a handle that is not a
+ * context or whose primary context has no reference left (released).
+ */
+EMU_INTERNAL emu_status emuc_ctx_device(uint64_t ctx, int *dev);
+
+/* -- events ---------------------------------------------------------------------------- */
+
+EMU_INTERNAL emu_status emuc_event_create(int dev, int timing, uint64_t *out);
+/* The handle is invalid at once; a record still queued completes harmlessly. */
+EMU_INTERNAL emu_status emuc_event_destroy(uint64_t ev);
+/* Enqueue a record on `stream` (EMU_STREAM_DEFAULT: `dev`'s implicit stream). */
+EMU_INTERNAL emu_status emuc_event_record(uint64_t ev, int dev, uint64_t stream);
+EMU_INTERNAL emu_status emuc_event_query(uint64_t ev);
+/* Blocks until the event's latest record was reached. */
+EMU_INTERNAL emu_status emuc_event_synchronize(uint64_t ev);
+/* Milliseconds from start to end; negative readings can be forced (emu_set_negative_elapsed). */
+EMU_INTERNAL emu_status emuc_event_elapsed(float *ms, uint64_t start, uint64_t end);
+
+/* -- streams --------------------------------------------------------------------------- */
+
+EMU_INTERNAL emu_status emuc_stream_create(int dev, int non_blocking, uint64_t *out);
+/* The handle is invalid at once; queued work still runs, then the worker exits. */
+EMU_INTERNAL emu_status emuc_stream_destroy(uint64_t stream);
+EMU_INTERNAL emu_status emuc_stream_wait_event(int dev, uint64_t stream, uint64_t ev);
+EMU_INTERNAL emu_status emuc_stream_synchronize(int dev, uint64_t stream);
+EMU_INTERNAL emu_status emuc_stream_query(int dev, uint64_t stream);
+EMU_INTERNAL emu_status emuc_stream_is_capturing(int dev, uint64_t stream, int *status);
+EMU_INTERNAL emu_status emuc_stream_begin_capture(int dev, uint64_t stream, int mode);
+EMU_INTERNAL emu_status emuc_stream_end_capture(int dev, uint64_t stream, uint64_t *graph);
+EMU_INTERNAL emu_status emuc_launch_host_func(int dev, uint64_t stream, emu_host_fn fn,
+                                              void *user_data);
+/* Block until every stream of `dev` (implicit one included) drained. */
+EMU_INTERNAL emu_status emuc_device_synchronize(int dev);
+
+/* -- graphs ---------------------------------------------------------------------------- */
+
+EMU_INTERNAL emu_status emuc_graph_destroy(uint64_t graph);
+
+/* -- control API (exported by both libraries; see README.md) --------------------------- */
+
+EMU_EXPORT long emu_live_events(void);
+EMU_EXPORT long emu_live_streams(void);
+EMU_EXPORT long emu_live_graphs(void);
+EMU_EXPORT long emu_live_contexts(void);
+EMU_EXPORT int emu_inject_fault(const char *call_name, int count, int error_code);
+EMU_EXPORT void emu_clear_faults(void);
+EMU_EXPORT int emu_set_device_count(int count);
+EMU_EXPORT void emu_set_driver_version(int version);
+EMU_EXPORT void emu_set_negative_elapsed(int count);
+EMU_EXPORT long emu_calls(const char *call_name);
+EMU_EXPORT void emu_reset_counters(void);
+
+#endif /* EMU_CORE_H */

@@ -1,0 +1,356 @@
+/*
+ * Emulated HIP runtime (libamdhip64.so): the calls eventapi's hip backend uses, spelled with
+ * the real names, signatures and error codes of hip_runtime_api.h, over the emulation core.
+ * hip-python dlsym's each name on first use, so plain exports are all it needs.
+ *
+ * HIP specifics kept here, not in the core: no explicit initialization is required, and the
+ * current device is per thread, device 0 for a thread that never called hipSetDevice; a
+ * null stream (0) and hipStreamPerThread (2) name the device's implicit stream.
+ */
+#define _GNU_SOURCE
+#include "emu_core.h"
+
+#include <stdint.h>
+#include <stddef.h>
+
+typedef int hipError_t;
+typedef void *hipEvent_t;
+typedef void *hipStream_t;
+typedef void *hipGraph_t;
+typedef void (*hipHostFn_t)(void *userData);
+
+enum {
+    hipSuccess = 0,
+    hipErrorInvalidValue = 1,
+    hipErrorOutOfMemory = 2,
+    hipErrorNotInitialized = 3,
+    hipErrorNoDevice = 100,
+    hipErrorInvalidDevice = 101,
+    hipErrorInvalidContext = 201,
+    hipErrorInvalidHandle = 400,
+    hipErrorIllegalState = 401,
+    hipErrorNotFound = 500,
+    hipErrorNotReady = 600,
+    hipErrorIllegalAddress = 700,
+    hipErrorNotSupported = 801,
+    hipErrorStreamCaptureUnsupported = 900,
+    hipErrorStreamCaptureInvalidated = 901,
+    hipErrorCapturedEvent = 907,
+    hipErrorStreamCaptureWrongThread = 908,
+    hipErrorUnknown = 999,
+};
+
+/* HIP 7.15, encoded as major * 10000000 + minor * 100000 + patch. */
+#define EMU_HIP_VERSION 71500000
+
+#define HIP_STREAM_PER_THREAD ((uintptr_t)0x2)
+
+static const hipError_t status_code[EMU_STATUS_COUNT] = {
+    [EMU_OK] = hipSuccess,
+    [EMU_E_INVALID_VALUE] = hipErrorInvalidValue,
+    [EMU_E_NOT_INITIALIZED] = hipErrorNotInitialized,
+    [EMU_E_NO_DEVICE] = hipErrorNoDevice,
+    [EMU_E_INVALID_DEVICE] = hipErrorInvalidDevice,
+    [EMU_E_INVALID_CONTEXT] = hipErrorInvalidContext,
+    [EMU_E_INVALID_HANDLE] = hipErrorInvalidHandle,
+    [EMU_E_ILLEGAL_STATE] = hipErrorIllegalState,
+    [EMU_E_NOT_FOUND] = hipErrorNotFound,
+    [EMU_E_NOT_READY] = hipErrorNotReady,
+    [EMU_E_CAPTURE_UNSUPPORTED] = hipErrorStreamCaptureUnsupported,
+    [EMU_E_CAPTURE_INVALIDATED] = hipErrorStreamCaptureInvalidated,
+    [EMU_E_CAPTURE_WRONG_THREAD] = hipErrorStreamCaptureWrongThread,
+    [EMU_E_CAPTURED_EVENT] = hipErrorCapturedEvent,
+    [EMU_E_OUT_OF_MEMORY] = hipErrorOutOfMemory,
+    [EMU_E_UNKNOWN] = hipErrorUnknown,
+};
+
+static hipError_t code(emu_status st) {
+    return (st >= 0 && st < EMU_STATUS_COUNT) ? status_code[st] : hipErrorUnknown;
+}
+
+static const struct {
+    hipError_t code;
+    const char *name;
+    const char *text;
+} errors[] = {
+    {hipSuccess, "hipSuccess", "no error"},
+    {hipErrorInvalidValue, "hipErrorInvalidValue", "invalid argument"},
+    {hipErrorOutOfMemory, "hipErrorOutOfMemory", "out of memory"},
+    {hipErrorNotInitialized, "hipErrorNotInitialized", "initialization error"},
+    {hipErrorNoDevice, "hipErrorNoDevice", "no ROCm-capable device is detected"},
+    {hipErrorInvalidDevice, "hipErrorInvalidDevice", "invalid device ordinal"},
+    {hipErrorInvalidContext, "hipErrorInvalidContext", "invalid device context"},
+    {hipErrorInvalidHandle, "hipErrorInvalidHandle", "invalid resource handle"},
+    {hipErrorIllegalState, "hipErrorIllegalState",
+     "the operation cannot be performed in the present state"},
+    {hipErrorNotFound, "hipErrorNotFound", "named symbol not found"},
+    {hipErrorNotReady, "hipErrorNotReady", "device not ready"},
+    {hipErrorIllegalAddress, "hipErrorIllegalAddress",
+     "an illegal memory access was encountered"},
+    {hipErrorNotSupported, "hipErrorNotSupported", "operation not supported"},
+    {hipErrorStreamCaptureUnsupported, "hipErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {hipErrorStreamCaptureInvalidated, "hipErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {hipErrorCapturedEvent, "hipErrorCapturedEvent",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {hipErrorStreamCaptureWrongThread, "hipErrorStreamCaptureWrongThread",
+     "attempt to terminate a thread-local capture sequence from another thread"},
+    {hipErrorUnknown, "hipErrorUnknown", "unknown error"},
+};
+
+#define ENTER(name)                                                                           \
+    do {                                                                                      \
+        int fault_ = emuc_enter(name);                                                        \
+        if (fault_ != 0) return (hipError_t)fault_;                                           \
+    } while (0)
+
+#define H(p) ((uint64_t)(uintptr_t)(p))
+#define P(h) ((void *)(uintptr_t)(h))
+
+static _Thread_local int current_dev; /* 0 until the thread calls hipSetDevice */
+
+/* The calling thread's device, checked against the device count. */
+static hipError_t current_device(int *dev) {
+    int n = emuc_device_count();
+    if (n == 0) return hipErrorNoDevice;
+    if (current_dev >= n) return hipErrorInvalidDevice;
+    *dev = current_dev;
+    return hipSuccess;
+}
+
+#define NEED_DEVICE(dev)                                                                      \
+    do {                                                                                      \
+        hipError_t rc_ = current_device(&(dev));                                              \
+        if (rc_ != hipSuccess) return rc_;                                                    \
+    } while (0)
+
+static uint64_t stream_arg(hipStream_t s) {
+    uintptr_t v = (uintptr_t)s;
+    if (v == 0 || v == HIP_STREAM_PER_THREAD) return EMU_STREAM_DEFAULT;
+    return (uint64_t)v;
+}
+
+/* -- initialization, versions, errors, devices ------------------------------------------ */
+
+hipError_t hipInit(unsigned int flags) {
+    ENTER("hipInit");
+    if (flags != 0) return hipErrorInvalidValue;
+    return emuc_device_count() == 0 ? hipErrorNoDevice : hipSuccess;
+}
+
+hipError_t hipDriverGetVersion(int *driverVersion) {
+    ENTER("hipDriverGetVersion");
+    if (driverVersion == NULL) return hipErrorInvalidValue;
+    *driverVersion = emuc_driver_version(EMU_HIP_VERSION);
+    return hipSuccess;
+}
+
+hipError_t hipRuntimeGetVersion(int *runtimeVersion) {
+    ENTER("hipRuntimeGetVersion");
+    if (runtimeVersion == NULL) return hipErrorInvalidValue;
+    *runtimeVersion = emuc_driver_version(EMU_HIP_VERSION);
+    return hipSuccess;
+}
+
+const char *hipGetErrorName(hipError_t error) {
+    emuc_enter("hipGetErrorName"); /* returns a string: a fault cannot be reported */
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
+        if (errors[i].code == error) return errors[i].name;
+    }
+    return "hipErrorUnknown";
+}
+
+const char *hipGetErrorString(hipError_t error) {
+    emuc_enter("hipGetErrorString");
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
+        if (errors[i].code == error) return errors[i].text;
+    }
+    return "unknown error";
+}
+
+hipError_t hipGetDeviceCount(int *count) {
+    ENTER("hipGetDeviceCount");
+    if (count == NULL) return hipErrorInvalidValue;
+    *count = emuc_device_count();
+    return *count == 0 ? hipErrorNoDevice : hipSuccess;
+}
+
+hipError_t hipSetDevice(int deviceId) {
+    ENTER("hipSetDevice");
+    int n = emuc_device_count();
+    if (n == 0) return hipErrorNoDevice;
+    if (deviceId < 0 || deviceId >= n) return hipErrorInvalidDevice;
+    current_dev = deviceId;
+    return hipSuccess;
+}
+
+hipError_t hipGetDevice(int *deviceId) {
+    ENTER("hipGetDevice");
+    if (deviceId == NULL) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    *deviceId = dev;
+    return hipSuccess;
+}
+
+hipError_t hipDeviceSynchronize(void) {
+    ENTER("hipDeviceSynchronize");
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_device_synchronize(dev));
+}
+
+/* -- events ----------------------------------------------------------------------------- */
+
+#define HIP_EVENT_DISABLE_TIMING 0x2u
+#define HIP_EVENT_INTERPROCESS 0x4u
+#define HIP_EVENT_FLAGS                                                                       \
+    (0x1u | HIP_EVENT_DISABLE_TIMING | HIP_EVENT_INTERPROCESS | 0x20000000u | 0x40000000u |   \
+     0x80000000u)
+
+hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
+    ENTER("hipEventCreateWithFlags");
+    if (event == NULL) return hipErrorInvalidValue;
+    if ((flags & ~HIP_EVENT_FLAGS) != 0) return hipErrorInvalidValue;
+    if ((flags & HIP_EVENT_INTERPROCESS) && !(flags & HIP_EVENT_DISABLE_TIMING)) {
+        return hipErrorInvalidValue;
+    }
+    int dev;
+    NEED_DEVICE(dev);
+    uint64_t h = 0;
+    hipError_t rc = code(emuc_event_create(dev, !(flags & HIP_EVENT_DISABLE_TIMING), &h));
+    if (rc == hipSuccess) *event = P(h);
+    return rc;
+}
+
+hipError_t hipEventCreate(hipEvent_t *event) {
+    ENTER("hipEventCreate");
+    if (event == NULL) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    uint64_t h = 0;
+    hipError_t rc = code(emuc_event_create(dev, 1, &h));
+    if (rc == hipSuccess) *event = P(h);
+    return rc;
+}
+
+hipError_t hipEventDestroy(hipEvent_t event) {
+    ENTER("hipEventDestroy");
+    return code(emuc_event_destroy(H(event)));
+}
+
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+    ENTER("hipEventRecord");
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_event_record(H(event), dev, stream_arg(stream)));
+}
+
+hipError_t hipEventSynchronize(hipEvent_t event) {
+    ENTER("hipEventSynchronize");
+    return code(emuc_event_synchronize(H(event)));
+}
+
+hipError_t hipEventQuery(hipEvent_t event) {
+    ENTER("hipEventQuery");
+    return code(emuc_event_query(H(event)));
+}
+
+hipError_t hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_t stop) {
+    ENTER("hipEventElapsedTime");
+    if (ms == NULL) return hipErrorInvalidValue;
+    return code(emuc_event_elapsed(ms, H(start), H(stop)));
+}
+
+/* -- streams ---------------------------------------------------------------------------- */
+
+hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
+    ENTER("hipStreamCreateWithFlags");
+    if (stream == NULL) return hipErrorInvalidValue;
+    if ((flags & ~1u) != 0) return hipErrorInvalidValue; /* hipStreamNonBlocking is 1 */
+    int dev;
+    NEED_DEVICE(dev);
+    uint64_t h = 0;
+    hipError_t rc = code(emuc_stream_create(dev, (flags & 1u) != 0, &h));
+    if (rc == hipSuccess) *stream = P(h);
+    return rc;
+}
+
+hipError_t hipStreamCreate(hipStream_t *stream) {
+    ENTER("hipStreamCreate");
+    if (stream == NULL) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    uint64_t h = 0;
+    hipError_t rc = code(emuc_stream_create(dev, 0, &h));
+    if (rc == hipSuccess) *stream = P(h);
+    return rc;
+}
+
+hipError_t hipStreamDestroy(hipStream_t stream) {
+    ENTER("hipStreamDestroy");
+    if (stream_arg(stream) == EMU_STREAM_DEFAULT) return hipErrorInvalidHandle;
+    return code(emuc_stream_destroy(H(stream)));
+}
+
+hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
+    ENTER("hipStreamWaitEvent");
+    if (flags != 0) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_stream_wait_event(dev, stream_arg(stream), H(event)));
+}
+
+hipError_t hipStreamSynchronize(hipStream_t stream) {
+    ENTER("hipStreamSynchronize");
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_stream_synchronize(dev, stream_arg(stream)));
+}
+
+hipError_t hipStreamQuery(hipStream_t stream) {
+    ENTER("hipStreamQuery");
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_stream_query(dev, stream_arg(stream)));
+}
+
+hipError_t hipStreamIsCapturing(hipStream_t stream, int *pCaptureStatus) {
+    ENTER("hipStreamIsCapturing");
+    if (pCaptureStatus == NULL) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_stream_is_capturing(dev, stream_arg(stream), pCaptureStatus));
+}
+
+hipError_t hipStreamBeginCapture(hipStream_t stream, int mode) {
+    ENTER("hipStreamBeginCapture");
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_stream_begin_capture(dev, stream_arg(stream), mode));
+}
+
+hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t *pGraph) {
+    ENTER("hipStreamEndCapture");
+    if (pGraph == NULL) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    uint64_t h = 0;
+    hipError_t rc = code(emuc_stream_end_capture(dev, stream_arg(stream), &h));
+    *pGraph = P(h);
+    return rc;
+}
+
+hipError_t hipGraphDestroy(hipGraph_t graph) {
+    ENTER("hipGraphDestroy");
+    return code(emuc_graph_destroy(H(graph)));
+}
+
+hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void *userData) {
+    ENTER("hipLaunchHostFunc");
+    if (fn == NULL) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_launch_host_func(dev, stream_arg(stream), fn, userData));
+}

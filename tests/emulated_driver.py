@@ -1,0 +1,254 @@
+"""Typed access to the emulated CUDA and HIP drivers' control API (test support).
+
+The emulated drivers are C libraries built from ``tests/emulated/`` by ``make emulated`` into
+``build/emulated/libcuda.so.1`` and ``build/emulated/libamdhip64.so``. They implement, on CPU
+threads, the driver calls the ``cuda`` and ``hip`` backends make, so the real bindings
+(``cuda.bindings.driver``, ``hip.hip``) run against them. Besides the driver functions each
+library exports a control API (``emu_*``) that tests use to count live handles, count calls,
+inject faults and shape the emulated machine; :class:`EmulatedDriver` wraps it.
+
+Import it from any test module as ``from emulated_driver import EmulatedDriver, load``:
+pytest's default ``prepend`` import mode puts ``tests/`` (which has no ``__init__.py``) on
+``sys.path``.
+
+Two ways to run a binding on an emulated driver:
+
+* in this process: :func:`load` the library (it is opened with ``RTLD_GLOBAL``) *before* the
+  binding's first driver call. The binding's own ``dlopen("libcuda.so.1")`` (or
+  ``"libamdhip64.so"``) then finds the loaded library by its soname.
+* in a subprocess: run it with :func:`preload_env`, which sets ``LD_PRELOAD``.
+
+Every library keeps its state for the life of the process, and both the binding and the
+control API see the same state, so tests compare live counts with a baseline or expect zero
+after releasing what they made, and undo any setting they change (device count, driver
+version, faults).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Literal, NamedTuple, final
+
+__all__ = [
+    "REPO_ROOT",
+    "DriverName",
+    "EmulatedDriver",
+    "EmulatedHandles",
+    "build",
+    "library_path",
+    "load",
+    "preload_env",
+]
+
+DriverName = Literal["cuda", "hip"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+"""The repository root (the directory holding the Makefile)."""
+
+_LIBRARY_FILES: dict[DriverName, str] = {
+    "cuda": "libcuda.so.1",
+    "hip": "libamdhip64.so",
+}
+
+_build_lock = threading.Lock()
+_built = False
+_loaded: dict[DriverName, EmulatedDriver] = {}
+
+
+class EmulatedHandles(NamedTuple):
+    """Handles an emulated driver holds live: created and not destroyed (or retained)."""
+
+    events: int
+    streams: int
+    graphs: int
+    contexts: int
+    """Primary-context references retained and not released (always 0 for HIP)."""
+
+
+def library_path(name: DriverName) -> Path:
+    """The path of the emulated driver library ``name`` (``"cuda"`` or ``"hip"``).
+
+    The file exists only after :func:`build` (or ``make emulated``) ran.
+    """
+    return REPO_ROOT / "build" / "emulated" / _LIBRARY_FILES[name]
+
+
+def build() -> None:
+    """Build both emulated libraries with ``make -s emulated`` (up to date: does nothing).
+
+    Runs at most once per process; thread-safe. Raises ``RuntimeError`` carrying make's
+    output when the build fails.
+    """
+    global _built
+    with _build_lock:
+        if _built:
+            return
+        done = subprocess.run(
+            ["make", "-s", "emulated"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"`make emulated` failed in {REPO_ROOT} (exit {done.returncode}):\n"
+                f"{done.stdout}{done.stderr}"
+            )
+        _built = True
+
+
+def load(name: DriverName) -> EmulatedDriver:
+    """Build if needed, load the library ``name`` into this process and wrap its control API.
+
+    The library is opened with ``RTLD_GLOBAL``, so a binding whose first driver call comes
+    after this uses it. Cached: every call for one name returns the same object.
+    """
+    with _build_lock:
+        cached = _loaded.get(name)
+    if cached is not None:
+        return cached
+    build()
+    driver = EmulatedDriver(name, library_path(name))
+    with _build_lock:
+        return _loaded.setdefault(name, driver)
+
+
+def preload_env(name: DriverName, base: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment for a subprocess that runs with the emulated driver ``name`` preloaded.
+
+    ``base`` defaults to this process's environment; ``LD_PRELOAD`` is set to the library's
+    absolute path (replacing any value). Call :func:`build` first.
+    """
+    env = dict(os.environ if base is None else base)
+    env["LD_PRELOAD"] = str(library_path(name))
+    return env
+
+
+@final
+class EmulatedDriver:
+    """The control API of one loaded emulated driver library.
+
+    Every method is a direct C call into the library; all are thread-safe and none blocks.
+    ``lib`` is the ``ctypes.CDLL`` itself, for tests that call driver functions directly.
+    """
+
+    __slots__ = ("_lib", "name", "path")
+
+    name: DriverName
+    path: Path
+
+    def __init__(self, name: DriverName, path: Path) -> None:
+        """Open the library at ``path`` with ``RTLD_GLOBAL``. Prefer :func:`load`.
+
+        Raises ``OSError`` when the library cannot be opened.
+        """
+        self.name = name
+        self.path = path
+        self._lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        lib = self._lib
+        for counter in ("emu_live_events", "emu_live_streams", "emu_live_graphs"):
+            getattr(lib, counter).restype = ctypes.c_long
+            getattr(lib, counter).argtypes = []
+        lib.emu_live_contexts.restype = ctypes.c_long
+        lib.emu_live_contexts.argtypes = []
+        lib.emu_inject_fault.restype = ctypes.c_int
+        lib.emu_inject_fault.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        lib.emu_clear_faults.restype = None
+        lib.emu_clear_faults.argtypes = []
+        lib.emu_set_device_count.restype = ctypes.c_int
+        lib.emu_set_device_count.argtypes = [ctypes.c_int]
+        lib.emu_set_driver_version.restype = None
+        lib.emu_set_driver_version.argtypes = [ctypes.c_int]
+        lib.emu_set_negative_elapsed.restype = None
+        lib.emu_set_negative_elapsed.argtypes = [ctypes.c_int]
+        lib.emu_calls.restype = ctypes.c_long
+        lib.emu_calls.argtypes = [ctypes.c_char_p]
+        lib.emu_reset_counters.restype = None
+        lib.emu_reset_counters.argtypes = []
+
+    @property
+    def lib(self) -> ctypes.CDLL:
+        """The loaded library (driver functions and control API)."""
+        return self._lib
+
+    def live_handles(self) -> EmulatedHandles:
+        """Events, streams and graphs created and not destroyed; context references held.
+
+        A stream destroyed with work still queued stops counting at once, as its handle is
+        invalid at once (its worker drains the queue in the background).
+        """
+        lib = self._lib
+        return EmulatedHandles(
+            events=int(lib.emu_live_events()),
+            streams=int(lib.emu_live_streams()),
+            graphs=int(lib.emu_live_graphs()),
+            contexts=int(lib.emu_live_contexts()),
+        )
+
+    def inject_fault(self, call: str, *, code: int, count: int = 1) -> None:
+        """Make the next ``count`` calls of driver function ``call`` return ``code``.
+
+        ``call`` is the function's base name (``"cuEventRecord"``, ``"hipEventQuery"``); a
+        versioned spelling (``"cuEventDestroy_v2"``) means the same function. A faulted call
+        is counted by :meth:`calls` and returns ``code`` (the driver's own error number, e.g.
+        700 for an illegal address) before doing anything else. A later call for the same
+        function replaces the pending fault; ``count=0`` cancels it.
+
+        Raises ``ValueError`` for an empty name, a negative count or ``code`` 0.
+        """
+        if self._lib.emu_inject_fault(call.encode(), count, code) != 0:
+            raise ValueError(
+                f"emulated {self.name} driver refused the fault {call!r} x{count} -> {code}: "
+                "give a function name, a count >= 0 and a non-zero error code"
+            )
+
+    def clear_faults(self) -> None:
+        """Cancel every pending injected fault."""
+        self._lib.emu_clear_faults()
+
+    def set_device_count(self, count: int) -> None:
+        """Set how many devices the emulated machine has (0 to 16; default 2).
+
+        The default can also be set for a whole process with the environment variable
+        ``EMU_DEVICE_COUNT``, read on the library's first call. With 0, ``cuInit`` and
+        ``hipGetDeviceCount`` (and every HIP call that needs a device) report no device.
+        Raises ``ValueError`` outside 0..16.
+        """
+        if self._lib.emu_set_device_count(count) != 0:
+            raise ValueError(f"device count must be within 0..16, not {count}")
+
+    def set_driver_version(self, version: int | None) -> None:
+        """Set the version ``cuDriverGetVersion`` / ``hipDriverGetVersion`` reports.
+
+        ``None`` restores the default (CUDA 13000; HIP 71500000, for HIP 7.15). The bindings
+        resolved their functions when they loaded; this changes only the reported number.
+        """
+        self._lib.emu_set_driver_version(0 if version is None else version)
+
+    def set_negative_elapsed(self, count: int) -> None:
+        """Make the next ``count`` successful elapsed-time readings return -0.0005 ms.
+
+        Some drivers report a slightly negative duration for near-simultaneous events; this
+        lets a test prove a backend clamps it.
+        """
+        self._lib.emu_set_negative_elapsed(count)
+
+    def calls(self, call: str) -> int:
+        """How many times driver function ``call`` was called since the last reset.
+
+        Counts every entry, failed and faulted calls included, under the base name (see
+        :meth:`inject_fault`). A function never called reads 0.
+        """
+        return int(self._lib.emu_calls(call.encode()))
+
+    def reset_counters(self) -> None:
+        """Set every call count to zero (live handle counts and faults are untouched)."""
+        self._lib.emu_reset_counters()
+
+    def __repr__(self) -> str:
+        return f"<EmulatedDriver {self.name} {self.path}>"
