@@ -1,13 +1,542 @@
-"""Placeholder until the profiler lands."""
+"""Profiling windows on a stream: device durations read back in one batch, placed on the host clock.
+
+A window is two events recorded into the profiler's stream, one when it opens and one when it
+stops. Nothing waits while windows open and close; :meth:`EventProfiler.collect` waits once for
+everything closed so far, takes a fresh :class:`~eventapi.Anchor` after it, and reads each
+window's device duration and its place on the host clock. Events come from a pool and go back
+to it after readout, so a window costs two records, not two creations.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import sys
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, Generic, TypeVar, final
+
+from ._anchor import ANCHOR_SAMPLES, Anchor, sample_anchor
+from ._errors import EventStateError
+from ._pool import EventPool
+from ._protocol import EventApi, SupportsCaptureCheck
+
+__all__ = ["EventProfiler", "Span", "Stats", "Window"]
+
+_log = logging.getLogger("eventapi")
+
+E = TypeVar("E")
+S = TypeVar("S")
+
+# Window states. A skipped window goes from _OPEN to _DONE without ever holding an event.
+_OPEN: Final = 0  # start recorded, end not yet
+_CLOSED: Final = 1  # both recorded, waiting for collect()
+_DONE: Final = 2  # read back, skipped, abandoned or discarded: holds no event
+
+_labels = itertools.count()
 
 
-class EventProfiler: ...
+@final
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One profiling window as read back by :meth:`EventProfiler.collect`.
+
+    ``start_ns`` and ``end_ns`` are :func:`time.perf_counter_ns` values: where the window's two
+    events lie on the host clock, each within the collecting anchor's ``uncertainty_ns``.
+    ``duration_ns`` is the device's own reading between the two events, and ``end_ns ==
+    start_ns + duration_ns`` exactly. ``depth`` is the number of windows of the same profiler
+    that were open when this one opened (0 for an outermost window); ``stream`` is the
+    profiler's label. Users receive spans; they never build one.
+    """
+
+    name: str
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    depth: int
+    stream: str
 
 
-class Span: ...
+@final
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Durations of every collected span of one name, in integer nanoseconds.
+
+    ``median_ns`` of an even count is the lower of the two middle values (a duration that was
+    actually measured, never an average of two); ``mean_ns`` is ``total_ns // count``.
+    """
+
+    count: int
+    total_ns: int
+    min_ns: int
+    median_ns: int
+    mean_ns: int
+    max_ns: int
 
 
-class Stats: ...
+@final
+class Window(Generic[E]):
+    """One profiling window, opened by :meth:`EventProfiler.window` or :meth:`EventProfiler.start`.
+
+    One-shot: :meth:`stop` once, or leave a ``with`` block. A window opened while the stream was
+    capturing a graph is *skipped*: it holds no event and its :meth:`stop` and ``with`` exit do
+    nothing. Use it on the thread that uses its profiler.
+    """
+
+    __slots__ = ("_depth", "_end", "_name", "_profiler", "_seq", "_skipped", "_start", "_state")
+
+    def __init__(
+        self,
+        profiler: EventProfiler[E, Any],
+        name: str,
+        depth: int,
+        seq: int,
+        start: E | None,
+    ) -> None:
+        self._profiler = profiler
+        self._name = name
+        self._depth = depth
+        self._seq = seq
+        self._start = start
+        self._end: E | None = None
+        self._skipped = start is None
+        self._state = _OPEN
+
+    @property
+    def name(self) -> str:
+        """The name the window was opened with."""
+        return self._name
+
+    @property
+    def depth(self) -> int:
+        """How many windows of the same profiler were open when this one opened."""
+        return self._depth
+
+    @property
+    def skipped(self) -> bool:
+        """True when the window was not recorded because the stream was capturing a graph."""
+        return self._skipped
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` ran (or the window was skipped and stopped, or discarded)."""
+        return self._state != _OPEN
+
+    def stop(self) -> None:
+        """Record the window's end into the stream; never waits for the device.
+
+        Raises :class:`~eventapi.EventStateError` when the window was already stopped, when a
+        window opened inside it is still open (windows nest like ``with`` blocks: stop the
+        inner one first), or when its profiler was closed; :class:`~eventapi.DriverError` when
+        the record fails, in which case the window is discarded and its event reused.
+        """
+        self._profiler._stop(self)
+
+    def __enter__(self) -> Window[E]:
+        if self._state != _OPEN:
+            raise EventStateError(
+                f"window {self._name!r} was already stopped; a window is one-shot, "
+                "open a new one with profiler.window(name)"
+            )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and self._state == _OPEN:
+            # An exception skipped the stop() of windows started inside this block; abandon
+            # them rather than hide the exception under an out-of-order error.
+            self._profiler._abandon_above(self)
+        self._profiler._stop(self)
+
+    def __repr__(self) -> str:
+        state = "skipped" if self._skipped else ("open", "stopped", "done")[self._state]
+        return f"<Window {self._name!r} depth={self._depth} {state}>"
 
 
-class Window: ...
+@final
+class EventProfiler(Generic[E, S]):
+    """Profiling windows on one stream of any :class:`~eventapi.EventApi` backend.
+
+    ``stream=None`` makes the profiler create its own non-blocking stream (see :attr:`stream`,
+    to launch work on) and destroy it on :meth:`close`; a stream passed in stays its owner's.
+    ``label`` names the stream in every :class:`Span` (default ``"<backend>:<n>"``).
+
+    Threads: a profiler is used from the thread that owns its stream, the one that launches the
+    work it times; it is not safe to open windows from two threads at once. Opening and
+    stopping windows never blocks; :meth:`collect`, :meth:`close` and the first read of
+    :attr:`anchor` wait for the stream.
+
+    Raises :class:`~eventapi.DriverError` when the backend refuses the stream or an event.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_anchor",
+        "_api",
+        "_capture",
+        "_closed",
+        "_durations",
+        "_label",
+        "_open",
+        "_owns_stream",
+        "_pending",
+        "_pool",
+        "_seq",
+        "_skipped",
+        "_stream",
+    )
+
+    def __init__(
+        self, api: EventApi[E, S], stream: S | None = None, *, label: str | None = None
+    ) -> None:
+        # Every slot is set before anything can fail, so the finalizer always finds them.
+        self._api = api
+        self._closed = True
+        self._owns_stream = False
+        self._pool: EventPool[E, S] = EventPool(api)
+        self._open: list[Window[E]] = []
+        self._pending: list[Window[E]] = []
+        self._durations: dict[str, list[int]] = {}
+        self._anchor: Anchor | None = None
+        self._seq = 0
+        self._skipped = 0
+        self._label = label if label is not None else f"{api.BACKEND}:{next(_labels)}"
+        # isinstance on a runtime protocol costs microseconds; decide once.
+        self._capture: SupportsCaptureCheck[S] | None = (
+            api if isinstance(api, SupportsCaptureCheck) else None
+        )
+        if stream is None:
+            self._stream: S = api.stream_create_non_blocking()
+            self._owns_stream = True
+        else:
+            self._stream = stream
+        self._closed = False
+
+    # -- what users read -------------------------------------------------------------------------
+
+    @property
+    def api(self) -> EventApi[E, S]:
+        """The backend object the profiler records through."""
+        return self._api
+
+    @property
+    def stream(self) -> S:
+        """The stream windows are recorded into; launch the work to be timed on it."""
+        return self._stream
+
+    @property
+    def label(self) -> str:
+        """The stream's label, as each :class:`Span` carries it."""
+        return self._label
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
+
+    @property
+    def skipped(self) -> int:
+        """Windows not recorded because the stream was capturing a graph."""
+        return self._skipped
+
+    @property
+    def anchor(self) -> Anchor:
+        """The anchor the latest :meth:`collect` placed its spans with.
+
+        Before the first collect that read any window, reading it takes an anchor now, which
+        blocks until the stream reaches the anchor's events (that is, until the work queued so
+        far has run). Raises :class:`~eventapi.EventStateError` after :meth:`close` when no
+        anchor was ever taken.
+        """
+        if self._anchor is None:
+            self._check_usable("anchor")
+            anchor, samples = self._take_anchor()
+            self._release_all(samples)
+            self._anchor = anchor
+        return self._anchor
+
+    # -- windows ---------------------------------------------------------------------------------
+
+    def window(self, name: str) -> Window[E]:
+        """Open a window named ``name`` now, for a ``with`` block; same as :meth:`start`."""
+        return self.start(name)
+
+    def start(self, name: str) -> Window[E]:
+        """Open a window named ``name``: one event record into the stream, no wait.
+
+        Returns the open :class:`Window`; stop it with :meth:`Window.stop`. When the stream is
+        capturing a graph the window is skipped: nothing is recorded and :attr:`skipped` counts
+        it. Raises :class:`~eventapi.EventStateError` after :meth:`close` and
+        :class:`~eventapi.DriverError` when the backend refuses the record (nothing is left
+        open and the event goes back to the pool).
+        """
+        self._check_usable("start")
+        if not isinstance(name, str):
+            raise TypeError(f"a window name must be a str, got {name!r}")
+        depth = len(self._open)
+        self._seq += 1
+        if self._capturing():
+            self._skipped += 1
+            return Window(self, name, depth, self._seq, None)
+        event = self._record()
+        window: Window[E] = Window(self, name, depth, self._seq, event)
+        self._open.append(window)
+        return window
+
+    def _stop(self, window: Window[E]) -> None:
+        if self._closed:
+            raise EventStateError(
+                f"window {window.name!r} cannot stop: its profiler was closed, which discarded "
+                "every window still open"
+            )
+        if window._state != _OPEN:
+            raise EventStateError(
+                f"window {window.name!r} was already stopped; a window is one-shot, "
+                "open a new one with profiler.window(name)"
+            )
+        if window._skipped:
+            window._state = _DONE
+            return
+        top = self._open[-1]
+        if top is not window:
+            raise EventStateError(
+                f"window {window.name!r} stopped while {top.name!r}, opened inside it, is still "
+                f"open; stop {top.name!r} first (windows nest like with blocks)"
+            )
+        if self._capturing():
+            # The capture began while the window was open: its end cannot be recorded.
+            self._open.pop()
+            self._discard(window)
+            self._skipped += 1
+            return
+        try:
+            window._end = self._record()
+        except BaseException:
+            # A window without an end can never be read; dropping it keeps the windows
+            # around it stoppable.
+            self._open.pop()
+            self._discard(window)
+            raise
+        self._open.pop()
+        window._state = _CLOSED
+        self._pending.append(window)
+
+    def _abandon_above(self, window: Window[E]) -> None:
+        if window._skipped or window not in self._open:
+            return
+        index = self._open.index(window)
+        above = self._open[index + 1 :]
+        del self._open[index + 1 :]
+        for inner in above:
+            self._discard(inner)
+        if above:
+            _log.warning(
+                "%s: window %r exited with an exception while %s opened inside it were still "
+                "open; those were discarded",
+                self._label,
+                window.name,
+                ", ".join(repr(w.name) for w in above),
+            )
+
+    # -- readout ---------------------------------------------------------------------------------
+
+    def collect(self) -> list[Span]:
+        """Read back every window stopped since the last collect, in the order they opened.
+
+        Blocks once, until the stream reaches the last end recorded, then takes a fresh anchor
+        (:attr:`anchor`) and places each window on the host clock from it. Windows still open
+        stay pending for a later collect. With nothing stopped, returns ``[]`` without waiting.
+
+        Raises :class:`~eventapi.DriverError` from the wait, the anchor or a reading; the
+        stopped windows then stay pending, so a later collect reads them again.
+        :class:`~eventapi.EventStateError` after :meth:`close`.
+        """
+        self._check_usable("collect")
+        return self._collect()
+
+    def summary(self) -> dict[str, Stats]:
+        """Statistics of every span collected so far, by name, in first-collected order."""
+        stats: dict[str, Stats] = {}
+        for name, durations in self._durations.items():
+            ordered = sorted(durations)
+            count = len(ordered)
+            total = sum(ordered)
+            stats[name] = Stats(
+                count=count,
+                total_ns=total,
+                min_ns=ordered[0],
+                median_ns=ordered[(count - 1) // 2],
+                mean_ns=total // count,
+                max_ns=ordered[-1],
+            )
+        return stats
+
+    def _collect(self) -> list[Span]:
+        if not self._pending:
+            return []
+        api = self._api
+        last_end = self._pending[-1]._end
+        assert last_end is not None  # a pending window holds both events
+        # One stream, in order: reaching the last end means every earlier record was reached.
+        api.event_wait(last_end)
+        anchor, samples = self._take_anchor()
+        try:
+            reference = samples[0]
+            spans: list[Span] = []
+            for window in sorted(self._pending, key=lambda w: w._seq):
+                start, end = window._start, window._end
+                assert start is not None
+                assert end is not None
+                # The anchor lies after the window, so neither reading is clamped.
+                start_ns = anchor.host_ns - api.event_elapsed(start, reference)
+                duration_ns = api.event_elapsed(start, end)
+                spans.append(
+                    Span(
+                        name=window.name,
+                        start_ns=start_ns,
+                        end_ns=start_ns + duration_ns,
+                        duration_ns=duration_ns,
+                        depth=window.depth,
+                        stream=self._label,
+                    )
+                )
+        finally:
+            self._release_all(samples)
+        # Every reading succeeded: only now do the windows give their events back.
+        for window in self._pending:
+            self._discard(window)
+        self._pending.clear()
+        self._anchor = anchor
+        for span in spans:
+            self._durations.setdefault(span.name, []).append(span.duration_ns)
+        return spans
+
+    def _take_anchor(self) -> tuple[Anchor, list[E]]:
+        """Sample an anchor; returns it and the sample events, the anchor's own one first."""
+        samples: list[E] = []
+        try:
+            for _ in range(ANCHOR_SAMPLES):
+                samples.append(self._pool.acquire())
+            anchor, best = sample_anchor(self._api, self._stream, samples)
+        except BaseException:
+            self._release_all(samples)
+            raise
+        samples.remove(best)
+        samples.insert(0, best)
+        return anchor, samples
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Read back what is pending, then release every event and the stream it created.
+
+        Blocks until the stream reaches what was recorded. Windows stopped but not collected
+        are collected into :meth:`summary` (their spans are not returned: call
+        :meth:`collect` first to get them). Windows still open are discarded with a warning
+        on the ``eventapi`` logger: a window without an end has no duration. Idempotent; also
+        runs on ``with`` exit. A driver error from the final readout is raised after
+        everything was released; a failed destroy is only logged.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._open:
+                _log.warning(
+                    "%s: profiler closed with windows still open (%s); they were discarded",
+                    self._label,
+                    ", ".join(repr(w.name) for w in self._open),
+                )
+                if not self._pending:
+                    # Nothing else will wait: let the stream reach what was recorded before
+                    # its events are destroyed.
+                    newest = self._open[-1]._start
+                    assert newest is not None
+                    self._api.event_wait(newest)
+            self._collect()
+        finally:
+            self._release_everything()
+
+    def __enter__(self) -> EventProfiler[E, S]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Safety net for a profiler dropped without close(): release without waiting and log.
+        if getattr(self, "_closed", True) or sys.is_finalizing():
+            return
+        self._closed = True
+        try:
+            _log.warning(
+                "%s: EventProfiler dropped without close(); its events were released unread",
+                self._label,
+            )
+            self._release_everything()
+        except Exception:  # a finalizer has nowhere to raise to
+            _log.warning("%s: releasing a dropped profiler failed", self._label, exc_info=True)
+
+    def __repr__(self) -> str:
+        state = (
+            "closed" if self._closed else f"{len(self._open)} open, {len(self._pending)} pending"
+        )
+        return f"<EventProfiler {self._label} {state}>"
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+
+    def _check_usable(self, call: str) -> None:
+        if self._closed:
+            raise EventStateError(
+                f"{self._label}: {call} on a closed EventProfiler; create a new profiler"
+            )
+
+    def _capturing(self) -> bool:
+        capture = self._capture
+        return capture is not None and capture.stream_is_capturing(self._stream)
+
+    def _record(self) -> E:
+        event = self._pool.acquire()
+        try:
+            self._api.event_record(event, self._stream)
+        except BaseException:
+            self._pool.release(event)
+            raise
+        return event
+
+    def _discard(self, window: Window[E]) -> None:
+        """Mark ``window`` done and give its events back to the pool."""
+        window._state = _DONE
+        for event in (window._start, window._end):
+            if event is not None:
+                self._pool.release(event)
+        window._start = window._end = None
+
+    def _release_all(self, events: list[E]) -> None:
+        for event in events:
+            self._pool.release(event)
+        events.clear()
+
+    def _release_everything(self) -> None:
+        for window in (*self._open, *self._pending):
+            self._discard(window)
+        self._open.clear()
+        self._pending.clear()
+        self._pool.close()
+        if self._owns_stream:
+            self._owns_stream = False
+            try:
+                self._api.stream_destroy(self._stream)
+            except Exception:
+                _log.warning(
+                    "%s: destroying the profiler's stream failed", self._label, exc_info=True
+                )

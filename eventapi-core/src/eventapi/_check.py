@@ -1,0 +1,523 @@
+"""``eventapi check``: prove on a live backend that fences and profiling windows behave.
+
+Each backend gets the same checks, in this order:
+
+``fence_cross_thread``
+    A fence recorded on this thread behind work held by a host function is waited on from
+    another thread, and that wait returns only after the work ran.
+``stream_dependency``
+    Stream B waits on a fence of stream A while A is held by a host function; B's own fence is
+    not reached before A is released, and B's work runs after A's (needs ``SupportsHostFunc``).
+``window_delay``
+    Profiler windows around a host function that sleeps 20 ms read 20 ms: each reading at
+    least 20 ms less the timer's resolution (0.1 ms), the median at most 20 ms + 5 ms, which
+    leaves room for a loaded machine waking the sleeping thread late.
+``anchor``
+    The anchor's uncertainty, at most 1 ms, and every span placed inside the host interval
+    that recorded and collected it (widened by that uncertainty and the timer's resolution).
+``overhead_*``
+    Host-side cost per call in microseconds over many iterations: ``event_record``,
+    ``event_query``, a fence's record + wait + close, a window's open + stop.
+``handles``
+    The backend's live handle count is back where it started (when it counts them).
+
+:func:`run_check` is the command-line job; :func:`check_backend` runs the checks on one
+backend object.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TextIO, final
+
+from ._errors import EventApiError
+from ._fence import EventFence
+from ._profiler import EventProfiler, Span
+from ._protocol import EventApi, SupportsEventQuery, SupportsHostFunc
+
+__all__ = [
+    "ANCHOR_LIMIT_NS",
+    "DELAY_NS",
+    "DELAY_OVER_NS",
+    "DELAY_UNDER_NS",
+    "RESOLUTION_NS",
+    "BackendReport",
+    "CheckResult",
+    "check_backend",
+    "report",
+    "run_check",
+    "write_trace",
+]
+
+PASS: Final = "PASS"
+FAIL: Final = "FAIL"
+SKIP: Final = "SKIP"
+
+DELAY_NS: Final = 20_000_000
+"""The known delay a host function puts on the stream."""
+DELAY_UNDER_NS: Final = 100_000
+"""How far below the delay a reading may fall: timer resolution, not scheduling."""
+DELAY_OVER_NS: Final = 5_000_000
+"""How far above the delay the median may lie: a late wake-up of the sleeping thread."""
+ANCHOR_LIMIT_NS: Final = 1_000_000
+"""The largest acceptable anchor uncertainty; a healthy backend is tens of microseconds."""
+RESOLUTION_NS: Final = 2_000
+"""Slack for the device timer in a placement: 1 µs (HIP's step; CUDA's is 0.5 µs) per reading."""
+ITERATIONS: Final = 200
+"""Calls timed per overhead figure."""
+WAIT_S: Final = 10.0
+"""How long a check waits for a backend before calling it hung."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One row of the check table. ``result`` is ``"PASS"``, ``"FAIL"`` or ``"SKIP"``.
+
+    ``values`` holds the measured numbers by name, with the unit in the name (``"us"``,
+    ``"ms"``), for ``--json`` readers.
+    """
+
+    backend: str
+    check: str
+    result: str
+    detail: str
+    values: Mapping[str, float] = field(default_factory=dict)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class BackendReport:
+    """Every check of one backend, and the spans its profiler check read."""
+
+    backend: str
+    results: tuple[CheckResult, ...]
+    spans: tuple[Span, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        """True when any check failed."""
+        return any(r.result == FAIL for r in self.results)
+
+
+class _CheckError(Exception):
+    """A check found the backend misbehaving; the message is the table's detail."""
+
+
+def check_backend(
+    api: EventApi[Any, Any], *, name: str | None = None, iterations: int = ITERATIONS
+) -> BackendReport:
+    """Run every check on ``api``; never raises for a backend failure, reports it.
+
+    ``name`` labels the rows (default ``api.BACKEND``; ``"cuda:1"`` tells devices apart).
+
+    Blocks for about a tenth of a second on a healthy backend. Call it from a thread that may
+    create streams on ``api``.
+    """
+    name = name if name is not None else api.BACKEND
+    counts = _live_handles(api)
+    results: list[CheckResult] = []
+    spans: list[Span] = []
+
+    def run(check: str, body: Callable[[], tuple[str, str, dict[str, float]]]) -> None:
+        try:
+            result, detail, values = body()
+        except _CheckError as exc:
+            result, detail, values = FAIL, str(exc), {}
+        except Exception as exc:
+            result, detail, values = FAIL, f"{type(exc).__name__}: {exc}", {}
+        results.append(CheckResult(name, check, result, detail, values))
+
+    run("fence_cross_thread", lambda: _check_fence(api))
+    run("stream_dependency", lambda: _check_dependency(api))
+    window_spans: list[Span] = []
+    run("window_delay", lambda: _check_window(api, window_spans))
+    spans.extend(window_spans)
+    run("anchor", lambda: _check_anchor(api))
+    for check, body in _overheads(api, iterations):
+        run(check, body)
+    after = _live_handles(api)
+    if counts is None or after is None:
+        results.append(
+            CheckResult(name, "handles", SKIP, "the backend does not count its live handles")
+        )
+    elif after == counts:
+        results.append(
+            CheckResult(name, "handles", PASS, f"live handles back to {_fmt_handles(counts)}")
+        )
+    else:
+        results.append(
+            CheckResult(
+                name,
+                "handles",
+                FAIL,
+                f"live handles {_fmt_handles(counts)} before, {_fmt_handles(after)} after",
+            )
+        )
+    return BackendReport(name, tuple(results), tuple(spans))
+
+
+# -- the checks ---------------------------------------------------------------------------------
+
+
+def _check_fence(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
+    stream = api.stream_create_non_blocking()
+    gate = threading.Event()
+    ran = threading.Event()
+    fence = None
+    try:
+        held = False
+        if isinstance(api, SupportsHostFunc):
+            api.stream_launch_host_func(stream, _held_work(gate, ran))
+            held = True
+        fence = EventFence.record(api, stream)
+        outcome: dict[str, object] = {}
+
+        def waiter() -> None:
+            try:
+                fence.wait()
+                outcome["after_work"] = ran.is_set()
+            except BaseException as exc:
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=waiter, name="eventapi-check-waiter", daemon=True)
+        thread.start()
+        gate.set()
+        thread.join(WAIT_S)
+        if thread.is_alive():
+            raise _CheckError(f"the wait on another thread did not return within {WAIT_S:g} s")
+        if "error" in outcome:
+            error = outcome["error"]
+            raise _CheckError(f"the wait on another thread raised {type(error).__name__}: {error}")
+        if held and not outcome["after_work"]:
+            raise _CheckError("the wait on another thread returned before the work ahead of it ran")
+        how = "after the held work ran" if held else "(no host functions: nothing held)"
+        return PASS, f"recorded here, waited on another thread, returned {how}", {}
+    finally:
+        gate.set()
+        if fence is not None:
+            fence.close()
+        _drain_and_destroy(api, stream)
+
+
+def _check_dependency(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
+    if not isinstance(api, SupportsHostFunc):
+        return SKIP, "needs SupportsHostFunc to hold a stream", {}
+    first = api.stream_create_non_blocking()
+    second = api.stream_create_non_blocking()
+    gate = threading.Event()
+    order: list[str] = []
+    fences: list[EventFence[Any, Any]] = []
+
+    def held_a() -> None:
+        gate.wait(WAIT_S)  # bounded, so a failed check never strands the stream's thread
+        order.append("A")
+
+    try:
+        api.stream_launch_host_func(first, held_a)
+        fences.append(EventFence.record(api, first))
+        fences[0].wait_on(second)
+        api.stream_launch_host_func(second, lambda: order.append("B"))
+        fences.append(EventFence.record(api, second))
+        early = fences[1].reached() if isinstance(api, SupportsEventQuery) else None
+        gate.set()
+        fences[1].wait()
+        if early:
+            raise _CheckError("stream B's fence was reached while stream A was still held")
+        if order != ["A", "B"]:
+            raise _CheckError(f"work ran in the order {order}, expected A before B")
+        seen = "not reached while A was held, " if early is False else ""
+        return PASS, f"B waited on A's fence on the device: {seen}B ran after A", {}
+    finally:
+        gate.set()
+        for fence in fences:
+            fence.close()
+        _drain_and_destroy(api, first)
+        _drain_and_destroy(api, second)
+
+
+def _check_window(
+    api: EventApi[Any, Any], spans_out: list[Span]
+) -> tuple[str, str, dict[str, float]]:
+    if not isinstance(api, SupportsHostFunc):
+        return SKIP, "needs SupportsHostFunc to put a known delay on the stream", {}
+    delay_s = DELAY_NS / 1e9
+    with EventProfiler(api, label=f"{api.BACKEND} check") as prof:
+        with prof.window("known delays"):
+            for _ in range(3):
+                with prof.window(f"host sleep {DELAY_NS // 1_000_000} ms"):
+                    api.stream_launch_host_func(prof.stream, lambda: time.sleep(delay_s))
+        spans = prof.collect()
+    spans_out.extend(spans)
+    readings = [s.duration_ns for s in spans if s.depth == 1]
+    median = statistics.median_low(readings)
+    values = {"median_ms": median / 1e6, "min_ms": min(readings) / 1e6}
+    detail = f"median {median / 1e6:.3f} ms of 3 over a {DELAY_NS / 1e6:g} ms delay"
+    if min(readings) < DELAY_NS - DELAY_UNDER_NS:
+        raise _CheckError(
+            f"read {min(readings) / 1e6:.3f} ms over a {DELAY_NS / 1e6:g} ms delay "
+            f"(at least {(DELAY_NS - DELAY_UNDER_NS) / 1e6:g} ms expected)"
+        )
+    if median > DELAY_NS + DELAY_OVER_NS:
+        raise _CheckError(f"{detail}, more than {(DELAY_NS + DELAY_OVER_NS) / 1e6:g} ms")
+    return PASS, detail, values
+
+
+def _check_anchor(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
+    with EventProfiler(api) as prof:
+        before = time.perf_counter_ns()
+        with prof.window("placed"):
+            pass
+        spans = prof.collect()
+        after = time.perf_counter_ns()
+        anchor = prof.anchor
+    u = anchor.uncertainty_ns
+    values = {"uncertainty_us": u / 1e3}
+    detail = f"uncertainty {u / 1e3:.1f} us"
+    if u > ANCHOR_LIMIT_NS:
+        raise _CheckError(f"{detail}, more than {ANCHOR_LIMIT_NS / 1e3:g} us")
+    span = spans[0]
+    slack = u + RESOLUTION_NS
+    if not (before - slack <= span.start_ns <= span.end_ns <= after + slack):
+        raise _CheckError(
+            f"{detail}, but a span was placed at [{span.start_ns}, {span.end_ns}] ns, outside "
+            f"the host interval [{before}, {after}] ns that recorded and read it"
+        )
+    return PASS, f"{detail}; span placed inside the host interval that recorded it", values
+
+
+def _overheads(
+    api: EventApi[Any, Any], n: int
+) -> list[tuple[str, Callable[[], tuple[str, str, dict[str, float]]]]]:
+    def record() -> tuple[str, str, dict[str, float]]:
+        stream = api.stream_create_non_blocking()
+        event = None
+        try:
+            event = api.event_create()
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                api.event_record(event, stream)
+            return _per_call(time.perf_counter_ns() - t0, n)
+        finally:
+            _drain_and_destroy(api, stream)
+            if event is not None:
+                api.event_destroy(event)
+
+    def query() -> tuple[str, str, dict[str, float]]:
+        if not isinstance(api, SupportsEventQuery):
+            return SKIP, "the backend has no event_query", {}
+        stream = api.stream_create_non_blocking()
+        event = None
+        try:
+            event = api.event_create()
+            api.event_record(event, stream)
+            api.event_wait(event)
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                api.event_query(event)
+            return _per_call(time.perf_counter_ns() - t0, n)
+        finally:
+            _drain_and_destroy(api, stream)
+            if event is not None:
+                api.event_destroy(event)
+
+    def fence() -> tuple[str, str, dict[str, float]]:
+        stream = api.stream_create_non_blocking()
+        try:
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                f = EventFence.record(api, stream)
+                f.wait()
+                f.close()
+            return _per_call(time.perf_counter_ns() - t0, n)
+        finally:
+            _drain_and_destroy(api, stream)
+
+    def window() -> tuple[str, str, dict[str, float]]:
+        with EventProfiler(api) as prof:
+            prof.start("warm").stop()  # the pool's first events are created, not timed
+            prof.collect()
+            total = 0
+            for i in range(1, n + 1):
+                t0 = time.perf_counter_ns()
+                prof.start("w").stop()
+                total += time.perf_counter_ns() - t0
+                if i % 50 == 0:  # untimed readouts keep the loop on pooled events
+                    prof.collect()
+            return _per_call(total, n)
+
+    return [
+        ("overhead_event_record", record),
+        ("overhead_event_query", query),
+        ("overhead_fence", fence),
+        ("overhead_window", window),
+    ]
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _held_work(gate: threading.Event, ran: threading.Event) -> Callable[[], None]:
+    def work() -> None:
+        # Bounded, so a check that fails half-way never strands the stream's thread.
+        gate.wait(WAIT_S)
+        ran.set()
+
+    return work
+
+
+def _per_call(total_ns: int, n: int) -> tuple[str, str, dict[str, float]]:
+    us = total_ns / n / 1e3
+    return PASS, f"{us:.2f} us per call over {n}", {"us_per_call": us}
+
+
+def _drain_and_destroy(api: EventApi[Any, Any], stream: object) -> None:
+    try:
+        api.stream_synchronize(stream)
+    finally:
+        api.stream_destroy(stream)
+
+
+def _live_handles(api: object) -> tuple[int, ...] | None:
+    counter = getattr(api, "live_handles", None)
+    if not callable(counter):
+        return None
+    return tuple(counter())
+
+
+def _fmt_handles(counts: tuple[int, ...]) -> str:
+    if len(counts) == 2:
+        return f"{counts[0]} events, {counts[1]} streams"
+    return str(counts)
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def write_trace(reports: Sequence[BackendReport], path: str) -> None:
+    """Write every report's spans to ``path`` as Chrome trace-event JSON.
+
+    One process per backend, one thread per stream label; each span is a complete (``"X"``)
+    event whose ``ts`` and ``dur`` are microseconds on the host clock
+    (:func:`time.perf_counter_ns` / 1000), so it opens in ``chrome://tracing`` and Perfetto.
+    """
+    events: list[dict[str, object]] = []
+    for pid, rep in enumerate(reports, start=1):
+        events.append(
+            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": rep.backend}}
+        )
+        tids: dict[str, int] = {}
+        for span in rep.spans:
+            if span.stream not in tids:
+                tids[span.stream] = tid = len(tids) + 1
+                events.append(
+                    {
+                        "name": "thread_name",
+                        "ph": "M",
+                        "pid": pid,
+                        "tid": tid,
+                        "args": {"name": span.stream},
+                    }
+                )
+            events.append(
+                {
+                    "name": span.name,
+                    "ph": "X",
+                    "pid": pid,
+                    "tid": tids[span.stream],
+                    "ts": span.start_ns / 1e3,
+                    "dur": span.duration_ns / 1e3,
+                    "args": {"duration_ns": span.duration_ns, "depth": span.depth},
+                }
+            )
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file, indent=1)
+        file.write("\n")
+
+
+def report(
+    reports: Sequence[BackendReport],
+    *,
+    as_json: bool = False,
+    trace: str | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Print ``reports`` as a table (or JSON), write the trace if asked; return the exit status.
+
+    The status is 1 when any check failed or the trace could not be written, else 0.
+    """
+    rows = [r for rep in reports for r in rep.results]
+    if as_json:
+        json.dump(
+            [
+                {
+                    "backend": r.backend,
+                    "check": r.check,
+                    "result": r.result,
+                    "detail": r.detail,
+                    "values": dict(r.values),
+                }
+                for r in rows
+            ],
+            out,
+            indent=2,
+        )
+        out.write("\n")
+    else:
+        out.write(_table(rows))
+    status = 1 if any(rep.failed for rep in reports) or not reports else 0
+    if trace is not None:
+        try:
+            write_trace(reports, trace)
+        except OSError as exc:
+            print(f"eventapi check: cannot write the trace to {trace}: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def _table(rows: Sequence[CheckResult]) -> str:
+    header = ("BACKEND", "CHECK", "RESULT", "DETAIL")
+    cells = [header, *((r.backend, r.check, r.result, r.detail) for r in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + "  "
+        + row[3]
+        for row in cells
+    ]
+    if not rows:
+        lines.append("(no backend was checked)")
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def run_check(
+    names: Sequence[str] | None,
+    *,
+    as_json: bool = False,
+    trace: str | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """``eventapi check [NAME ...] [--json] [--trace FILE]``; returns the exit status.
+
+    ``names`` None or empty checks every usable backend discovery lists. A named backend that
+    cannot be loaded is a failed ``load`` row. Exit status 1 when any check failed (or nothing
+    could be checked), else 0.
+    """
+    from . import backend, backends
+
+    reports: list[BackendReport] = []
+    chosen = list(names) if names else [info.name for info in backends() if info.usable]
+    for name in chosen:
+        try:
+            api = backend(name)
+        except EventApiError as exc:
+            reports.append(BackendReport(name, (CheckResult(name, "load", FAIL, str(exc)),)))
+            continue
+        reports.append(check_backend(api, name=name))
+    return report(reports, as_json=as_json, trace=trace, out=out)

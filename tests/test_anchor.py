@@ -1,0 +1,156 @@
+"""The anchor: spans land on the host clock within the stated uncertainty of the truth.
+
+The host backend stamps each event with ``time.perf_counter_ns()`` on its stream's worker, and
+``HostBackend.stamp_ns`` reads that stamp back: the truth a placement is compared against. The
+profiler's own events are private, so each window is fenced by two marker events recorded on
+the same stream just before and just after it opens (and again around its stop). The stream
+runs in order, so the window's true start stamp lies between the two markers' stamps, and the
+placed ``start_ns`` must lie within ``uncertainty_ns`` of that interval: no extra tolerance.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from eventapi import Anchor, EventProfiler, EventStateError
+from eventapi._anchor import sample_anchor
+from eventapi.host import HostBackend
+
+# A bracket is one round trip through the stream's worker thread: tens of microseconds on an
+# idle machine. The best of several samples above 2 ms would mean every sample was preempted,
+# which a loaded two-core runner can do for a moment but not five times over.
+UNCERTAINTY_LIMIT_NS = 2_000_000
+
+
+@pytest.fixture
+def api() -> Iterator[HostBackend]:
+    backend = HostBackend()
+    yield backend
+    assert backend.live_handles() == (0, 0), "the test leaked handles"
+
+
+class Markers:
+    """Marker events recorded next to the profiler's own, to bracket their true stamps."""
+
+    def __init__(self, api: HostBackend, stream: Any) -> None:
+        self.api = api
+        self.stream = stream
+        self.events: list[Any] = []
+
+    def mark(self) -> Any:
+        event = self.api.event_create()
+        self.api.event_record(event, self.stream)
+        self.events.append(event)
+        return event
+
+    def stamp(self, event: Any) -> int:
+        return self.api.stamp_ns(event)
+
+    def close(self) -> None:
+        for event in self.events:
+            self.api.event_destroy(event)
+
+
+def test_spans_lie_within_the_uncertainty_of_the_true_stamps(api: HostBackend) -> None:
+    with EventProfiler(api) as prof:
+        markers = Markers(api, prof.stream)
+        try:
+            for batch in range(3):
+                brackets = []
+                for i in range(5):
+                    before_start = markers.mark()
+                    window = prof.start(f"w{batch}.{i}")
+                    after_start = markers.mark()
+                    # Spread the windows out so that placement errors cannot hide in overlap.
+                    api.stream_launch_host_func(prof.stream, lambda: time.sleep(0.001))
+                    before_end = markers.mark()
+                    window.stop()
+                    after_end = markers.mark()
+                    brackets.append((before_start, after_start, before_end, after_end))
+                spans = prof.collect()
+                u = prof.anchor.uncertainty_ns
+                assert len(spans) == len(brackets)
+                for span, (b_s, a_s, b_e, a_e) in zip(spans, brackets, strict=True):
+                    assert markers.stamp(b_s) - u <= span.start_ns <= markers.stamp(a_s) + u
+                    assert markers.stamp(b_e) - u <= span.end_ns <= markers.stamp(a_e) + u
+        finally:
+            markers.close()
+
+
+def test_uncertainty_is_positive_and_small(api: HostBackend) -> None:
+    with EventProfiler(api) as prof:
+        prof.start("w").stop()
+        prof.collect()
+        anchor = prof.anchor
+    assert isinstance(anchor, Anchor)
+    assert 0 < anchor.uncertainty_ns <= UNCERTAINTY_LIMIT_NS
+
+
+def test_each_collect_takes_a_fresh_anchor_after_its_windows(api: HostBackend) -> None:
+    with EventProfiler(api) as prof:
+        anchors = []
+        for _ in range(3):
+            prof.start("w").stop()
+            (span,) = prof.collect()
+            anchor = prof.anchor
+            # The anchor was sampled after the window, so readings from it were never clamped.
+            assert anchor.host_ns + anchor.uncertainty_ns >= span.end_ns
+            anchors.append(anchor)
+    assert anchors[0].host_ns < anchors[1].host_ns < anchors[2].host_ns
+
+
+def test_a_collect_with_nothing_to_read_keeps_the_anchor(api: HostBackend) -> None:
+    with EventProfiler(api) as prof:
+        prof.start("w").stop()
+        prof.collect()
+        anchor = prof.anchor
+        assert prof.collect() == []
+        assert prof.anchor is anchor
+
+
+def test_reading_the_anchor_before_any_collect_takes_one(api: HostBackend) -> None:
+    with EventProfiler(api) as prof:
+        gate = threading.Event()
+        api.stream_launch_host_func(prof.stream, lambda: gate.wait(5.0))
+        threading.Timer(0.005, gate.set).start()
+        before = time.perf_counter_ns()
+        anchor = prof.anchor  # waits for the stream to reach its samples, behind the hold
+        assert gate.is_set()
+        assert anchor.host_ns - anchor.uncertainty_ns >= before
+        assert prof.anchor is anchor
+
+
+def test_the_anchor_of_a_profiler_closed_before_any_is_refused(api: HostBackend) -> None:
+    prof = EventProfiler(api)
+    prof.close()
+    with pytest.raises(EventStateError, match="closed"):
+        _ = prof.anchor
+
+
+def test_a_sample_brackets_the_stamp_of_the_event_it_returns(api: HostBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    events = [api.event_create() for _ in range(5)]
+    try:
+        for _ in range(20):
+            anchor, chosen = sample_anchor(api, stream, events)
+            assert any(chosen is e for e in events)
+            truth = api.stamp_ns(chosen)
+            assert abs(anchor.host_ns - truth) <= anchor.uncertainty_ns
+    finally:
+        for event in events:
+            api.event_destroy(event)
+        api.stream_destroy(stream)
+
+
+def test_a_sample_needs_events(api: HostBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    try:
+        with pytest.raises(ValueError, match="at least one event"):
+            sample_anchor(api, stream, [])
+    finally:
+        api.stream_destroy(stream)

@@ -1,0 +1,477 @@
+"""EventProfiler on the host backend: windows, nesting, readout, pooling, capture, faults."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from eventapi import (
+    DriverError,
+    EventApi,
+    EventProfiler,
+    EventStateError,
+    Span,
+    Stats,
+    SupportsCaptureCheck,
+    Window,
+)
+from eventapi._anchor import ANCHOR_SAMPLES
+from eventapi.host import HostBackend
+
+# The host backend's events and sleeps read one clock (CLOCK_MONOTONIC), and time.sleep never
+# returns early on it, so a window around a 20 ms sleep reads at least 20 ms. Above, it reads
+# the sleep's overshoot plus a worker wake-up: well under a millisecond on an idle machine; 15
+# ms leaves room for a loaded two-core CI runner without letting a wrong reading (a window
+# that missed the sleep, or timed twice) pass.
+DELAY_NS = 20_000_000
+OVER_NS = 15_000_000
+HOLD_S = 5.0  # a held stream is released after this even if a test fails, so nothing hangs
+
+
+@pytest.fixture
+def api() -> Iterator[HostBackend]:
+    backend = HostBackend()
+    yield backend
+    assert backend.live_handles() == (0, 0), "the test leaked handles"
+
+
+@pytest.fixture
+def prof(api: HostBackend) -> Iterator[EventProfiler[Any, Any]]:
+    with EventProfiler(api) as profiler:
+        yield profiler
+
+
+def sleep_on(api: HostBackend, stream: object, seconds: float) -> None:
+    api.stream_launch_host_func(stream, lambda: time.sleep(seconds))
+
+
+def hold(api: HostBackend, stream: object) -> tuple[threading.Event, threading.Event]:
+    """Block ``stream`` until the returned gate is set; the second event marks it released."""
+    gate, released = threading.Event(), threading.Event()
+
+    def held() -> None:
+        gate.wait(HOLD_S)
+        released.set()
+
+    api.stream_launch_host_func(stream, held)
+    return gate, released
+
+
+# -- readings -----------------------------------------------------------------------------------
+
+
+def test_window_reads_a_known_delay(api: HostBackend, prof: EventProfiler[Any, Any]) -> None:
+    with prof.window("sleep"):
+        sleep_on(api, prof.stream, DELAY_NS / 1e9)
+    (span,) = prof.collect()
+    assert span.name == "sleep"
+    assert DELAY_NS <= span.duration_ns <= DELAY_NS + OVER_NS
+    assert span.end_ns == span.start_ns + span.duration_ns
+    assert span.stream == prof.label
+    assert span.depth == 0
+
+
+def test_windows_nest_and_come_back_in_the_order_they_opened(
+    prof: EventProfiler[Any, Any],
+) -> None:
+    with prof.window("outer") as outer:
+        with prof.window("middle") as middle:
+            inner = prof.start("inner")
+            inner.stop()
+        with prof.window("second"):
+            pass
+    assert (outer.depth, middle.depth, inner.depth) == (0, 1, 2)
+    spans = prof.collect()
+    assert [(s.name, s.depth) for s in spans] == [
+        ("outer", 0),
+        ("middle", 1),
+        ("inner", 2),
+        ("second", 1),
+    ]
+    by_name = {s.name: s for s in spans}
+    # Inner windows lie inside their parents on the host clock: one stream, in order.
+    for child, parent in [("middle", "outer"), ("inner", "middle"), ("second", "outer")]:
+        assert by_name[parent].start_ns <= by_name[child].start_ns
+        assert by_name[child].end_ns <= by_name[parent].end_ns
+
+
+def test_start_and_stop_are_a_window_without_a_block(
+    api: HostBackend, prof: EventProfiler[Any, Any]
+) -> None:
+    window = prof.start("copy")
+    assert isinstance(window, Window)
+    stopped = [window.stopped]
+    sleep_on(api, prof.stream, 0.002)
+    window.stop()
+    stopped.append(window.stopped)
+    assert stopped == [False, True]
+    (span,) = prof.collect()
+    assert span.name == "copy"
+    assert span.duration_ns >= 2_000_000  # the 2 ms sleep is inside; see DELAY_NS above
+
+
+def test_a_window_is_one_shot(prof: EventProfiler[Any, Any]) -> None:
+    window = prof.start("once")
+    window.stop()
+    with pytest.raises(EventStateError, match="already stopped"):
+        window.stop()
+    with pytest.raises(EventStateError, match="one-shot"), window:
+        pass
+    assert len(prof.collect()) == 1
+
+
+def test_stopping_an_outer_window_first_is_refused(prof: EventProfiler[Any, Any]) -> None:
+    outer = prof.start("outer")
+    inner = prof.start("inner")
+    with pytest.raises(EventStateError, match=r"'inner'.*still open"):
+        outer.stop()
+    # The refusal changed nothing: both can still be stopped in order.
+    inner.stop()
+    outer.stop()
+    assert [s.name for s in prof.collect()] == ["outer", "inner"]
+
+
+def test_an_exception_abandons_windows_left_open_inside_a_block(
+    prof: EventProfiler[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    def fails_inside_a_window() -> None:
+        with prof.window("outer"):
+            prof.start("forgotten")
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        fails_inside_a_window()
+    assert "'forgotten'" in caplog.text
+    assert [s.name for s in prof.collect()] == ["outer"]
+
+
+def test_collect_leaves_open_windows_pending(prof: EventProfiler[Any, Any]) -> None:
+    outer = prof.start("outer")
+    prof.start("inner").stop()
+    assert [s.name for s in prof.collect()] == ["inner"]
+    assert prof.collect() == []
+    outer.stop()
+    assert [s.name for s in prof.collect()] == ["outer"]
+
+
+def test_opening_and_closing_windows_never_waits_for_the_stream(
+    api: HostBackend, prof: EventProfiler[Any, Any]
+) -> None:
+    gate, released = hold(api, prof.stream)
+    try:
+        for i in range(100):
+            with prof.window(f"w{i}"):
+                pass
+        # Had any of the 200 records waited for the device, the held stream would have made it
+        # block until HOLD_S ran out and released the hold; it is still held.
+        assert not released.is_set()
+    finally:
+        gate.set()
+    assert len(prof.collect()) == 100
+
+
+def test_pooled_events_bound_the_handles_of_many_windows(
+    api: HostBackend, prof: EventProfiler[Any, Any]
+) -> None:
+    # 10,000 windows collected every 100: the pool reuses events, so the backend never holds
+    # more than one batch's two events per window plus the anchor's samples, not 20,000.
+    bound = 2 * 100 + ANCHOR_SAMPLES
+    highest = 0
+    total = 0
+    for batch in range(100):
+        for _ in range(100):
+            with prof.window("w"):
+                pass
+        highest = max(highest, api.live_handles().events)
+        total += len(prof.collect())
+        highest = max(highest, api.live_handles().events)
+        assert batch > 0 or highest >= 2 * 100  # the first batch did create its events
+    assert total == 10_000
+    assert highest <= bound
+    assert prof.summary()["w"].count == 10_000
+
+
+# -- capture ------------------------------------------------------------------------------------
+
+
+def test_windows_opened_during_a_capture_are_skipped(
+    api: HostBackend, prof: EventProfiler[Any, Any]
+) -> None:
+    api.begin_capture(prof.stream)
+    try:
+        with prof.window("captured") as window, prof.window("nested"):
+            pass
+        prof.start("started").stop()
+    finally:
+        api.end_capture(prof.stream)
+    assert window.skipped
+    assert window.stopped
+    assert prof.skipped == 3
+    assert api.live_handles().events == 0  # not one event was even taken from the pool
+    assert prof.collect() == []
+    with prof.window("after"):
+        pass
+    assert [s.name for s in prof.collect()] == ["after"]
+
+
+def test_a_capture_begun_inside_a_window_skips_it(
+    api: HostBackend, prof: EventProfiler[Any, Any]
+) -> None:
+    window = prof.start("straddles")
+    api.begin_capture(prof.stream)
+    try:
+        window.stop()
+    finally:
+        api.end_capture(prof.stream)
+    assert prof.skipped == 1
+    assert prof.collect() == []
+
+
+# -- faults -------------------------------------------------------------------------------------
+
+
+def test_a_failed_record_at_open_leaves_nothing_open(
+    api: HostBackend, prof: EventProfiler[Any, Any]
+) -> None:
+    api.inject_fault("event_record")
+    with pytest.raises(DriverError) as info:
+        prof.start("refused")
+    assert info.value.call == "event_record"
+    assert api.live_handles().events == 1  # the refused window's event, back in the pool
+    window = prof.start("next")
+    assert window.depth == 0  # nothing was left on the window stack
+    assert api.live_handles().events == 1  # the pooled event was reused, not a new one
+    window.stop()
+    assert [s.name for s in prof.collect()] == ["next"]
+
+
+def test_a_failed_record_at_stop_discards_only_that_window(
+    api: HostBackend, prof: EventProfiler[Any, Any]
+) -> None:
+    outer = prof.start("outer")
+    inner = prof.start("inner")
+    api.inject_fault("event_record")
+    with pytest.raises(DriverError):
+        inner.stop()
+    assert inner.stopped
+    outer.stop()
+    assert [s.name for s in prof.collect()] == ["outer"]
+
+
+def test_a_failed_create_surfaces_typed(api: HostBackend, prof: EventProfiler[Any, Any]) -> None:
+    api.inject_fault("event_create")
+    with pytest.raises(DriverError) as info:
+        prof.start("no event")
+    assert info.value.call == "event_create"
+    assert api.live_handles().events == 0
+
+
+@pytest.mark.parametrize("method", ["event_wait", "event_elapsed", "event_record"])
+def test_a_failed_readout_keeps_windows_for_the_next_collect(
+    api: HostBackend, prof: EventProfiler[Any, Any], method: str
+) -> None:
+    # event_record fails here in the anchor's first sample.
+    for name in ("a", "b"):
+        with prof.window(name):
+            pass
+    api.inject_fault(method)
+    with pytest.raises(DriverError) as info:
+        prof.collect()
+    assert info.value.call == method
+    assert [s.name for s in prof.collect()] == ["a", "b"]
+    assert prof.summary()["a"].count == 1  # counted once, by the collect that succeeded
+
+
+def test_a_failed_destroy_on_close_is_logged(
+    api: HostBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    prof = EventProfiler(api)
+    with prof.window("w"):
+        pass
+    api.inject_fault("event_destroy", count=3)
+    api.inject_fault("stream_destroy")
+    with caplog.at_level(logging.WARNING, logger="eventapi"):
+        prof.close()
+    assert "destroying a pooled event failed" in caplog.text
+    assert "destroying the profiler's stream failed" in caplog.text
+    assert api.live_handles() == (0, 0)
+
+
+def test_a_failed_readout_at_close_is_raised_after_releasing(api: HostBackend) -> None:
+    prof = EventProfiler(api)
+    with prof.window("w"):
+        pass
+    api.inject_fault("event_elapsed")
+    with pytest.raises(DriverError):
+        prof.close()
+    assert prof.closed
+    assert api.live_handles() == (0, 0)
+
+
+# -- summary ------------------------------------------------------------------------------------
+
+
+def test_summary_statistics(api: HostBackend, prof: EventProfiler[Any, Any]) -> None:
+    for seconds in (0.001, 0.004, 0.002, 0.003):
+        with prof.window("step"):
+            sleep_on(api, prof.stream, seconds)
+    with prof.window("other"):
+        pass
+    spans = prof.collect()
+    durations = sorted(s.duration_ns for s in spans if s.name == "step")
+    stats = prof.summary()
+    assert list(stats) == ["step", "other"]
+    assert stats["step"] == Stats(
+        count=4,
+        total_ns=sum(durations),
+        min_ns=durations[0],
+        median_ns=durations[1],  # an even count takes the lower middle value
+        mean_ns=sum(durations) // 4,
+        max_ns=durations[3],
+    )
+    assert stats["step"].min_ns >= 1_000_000
+    assert stats["other"].count == 1
+    assert all(isinstance(v, int) for v in (stats["step"].mean_ns, stats["step"].median_ns))
+
+
+def test_summary_of_an_odd_count_is_the_middle_value(prof: EventProfiler[Any, Any]) -> None:
+    for _ in range(3):
+        prof.start("x").stop()
+    durations = sorted(s.duration_ns for s in prof.collect())
+    assert prof.summary()["x"].median_ns == durations[1]
+
+
+def test_summary_is_empty_before_any_collect(prof: EventProfiler[Any, Any]) -> None:
+    prof.start("pending").stop()
+    assert prof.summary() == {}
+
+
+# -- lifecycle ----------------------------------------------------------------------------------
+
+
+def test_close_is_idempotent_and_releases_everything(api: HostBackend) -> None:
+    prof = EventProfiler(api)
+    for _ in range(5):
+        prof.start("w").stop()
+    prof.collect()
+    assert api.live_handles().events > 0
+    prof.close()
+    prof.close()
+    assert prof.closed
+    assert api.live_handles() == (0, 0)
+    with pytest.raises(EventStateError, match="closed"):
+        prof.start("late")
+    with pytest.raises(EventStateError, match="closed"):
+        prof.collect()
+
+
+def test_close_collects_what_was_stopped_and_discards_what_is_open(
+    api: HostBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    prof = EventProfiler(api)
+    gate, _ = hold(api, prof.stream)
+    still_open = prof.start("open")
+    prof.start("stopped").stop()
+    gate.set()
+    with caplog.at_level(logging.WARNING, logger="eventapi"):
+        prof.close()
+    assert "'open'" in caplog.text
+    assert list(prof.summary()) == ["stopped"]
+    with pytest.raises(EventStateError, match="closed"):
+        still_open.stop()
+    assert api.live_handles() == (0, 0)
+
+
+def test_close_with_only_open_windows_waits_for_them(api: HostBackend) -> None:
+    prof = EventProfiler(api)
+    gate, released = hold(api, prof.stream)
+    prof.start("open")
+    threading.Timer(0.01, gate.set).start()  # releases the hold from elsewhere, not a sync
+    prof.close()
+    # close() returned only after the stream reached the open window's start, behind the hold.
+    assert released.is_set()
+    assert api.live_handles() == (0, 0)
+
+
+def test_a_stream_passed_in_stays_its_owners(api: HostBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    with EventProfiler(api, stream, label="mine") as prof:
+        assert prof.stream is stream
+        prof.start("w").stop()
+        (span,) = prof.collect()
+        assert span.stream == "mine"
+    assert api.live_handles() == (0, 1)
+    api.stream_destroy(stream)
+
+
+def test_a_dropped_profiler_is_released_and_logged(
+    api: HostBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    prof = EventProfiler(api)
+    prof.start("w").stop()
+    with caplog.at_level(logging.WARNING, logger="eventapi"):
+        del prof
+        gc.collect()
+    assert "dropped without close()" in caplog.text
+    assert api.live_handles() == (0, 0)
+
+
+def test_bad_window_names_are_refused(prof: EventProfiler[Any, Any]) -> None:
+    with pytest.raises(TypeError, match="str"):
+        prof.start(42)  # type: ignore[arg-type]
+
+
+# -- any backend --------------------------------------------------------------------------------
+
+
+class ProtocolOnly:
+    """The protocol and nothing else, over a host backend: no capture check, no host functions."""
+
+    BACKEND = "protocol-only"
+
+    def __init__(self, inner: HostBackend) -> None:
+        self._inner = inner
+
+    def event_create(self) -> Any:
+        return self._inner.event_create()
+
+    def event_destroy(self, event: Any) -> None:
+        self._inner.event_destroy(event)
+
+    def event_record(self, event: Any, stream: Any) -> None:
+        self._inner.event_record(event, stream)
+
+    def event_wait(self, event: Any) -> None:
+        self._inner.event_wait(event)
+
+    def event_elapsed(self, start: Any, end: Any) -> int:
+        return self._inner.event_elapsed(start, end)
+
+    def stream_wait_event(self, stream: Any, event: Any) -> None:
+        self._inner.stream_wait_event(stream, event)
+
+    def stream_synchronize(self, stream: Any) -> None:
+        self._inner.stream_synchronize(stream)
+
+    def stream_create_non_blocking(self) -> Any:
+        return self._inner.stream_create_non_blocking()
+
+    def stream_destroy(self, stream: Any) -> None:
+        self._inner.stream_destroy(stream)
+
+
+def test_a_backend_with_only_the_protocol_works(api: HostBackend) -> None:
+    bare: EventApi[Any, Any] = ProtocolOnly(api)
+    assert not isinstance(bare, SupportsCaptureCheck)
+    with EventProfiler(bare) as prof:
+        with prof.window("outer"), prof.window("inner"):
+            pass
+        spans = prof.collect()
+    assert [(s.name, s.depth) for s in spans] == [("outer", 0), ("inner", 1)]
+    assert all(isinstance(s, Span) and s.stream.startswith("protocol-only:") for s in spans)
