@@ -1,0 +1,386 @@
+"""The conformance kit's harness: loading the backend under test, tracking its handles, holding
+its streams, and bounding every call that could block.
+
+Every blocking call the kit makes runs on a helper thread that the test joins with a timeout, so
+a backend that hangs fails the test with a message instead of hanging the run. A stream is held
+by a host function that blocks on a :class:`threading.Event` (the ``SupportsHostFunc``
+capability), never by a sleep: the kit knows exactly when the stream may move on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeVar, final
+
+import pytest
+
+from .._errors import EventStateError
+from .._protocol import SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
+
+__all__ = [
+    "BLOCK_WINDOW_S",
+    "Hold",
+    "Kit",
+    "Waiter",
+    "live_counts",
+    "load_backend",
+    "second_destroy",
+]
+
+T = TypeVar("T")
+
+BLOCK_WINDOW_S: Final = 0.05
+"""How long the kit watches a call that must block before it concludes that it does.
+
+An observation window, not synchronization: a correct backend passes whatever its length, since
+the call cannot return before the kit releases the hold; the window only bounds how long a wrong
+backend gets to show that it returns early.
+"""
+
+_OBJECT_REF: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+CAPABILITIES: Final[dict[str, type]] = {
+    "SupportsEventQuery": SupportsEventQuery,
+    "SupportsCaptureCheck": SupportsCaptureCheck,
+    "SupportsHostFunc": SupportsHostFunc,
+}
+
+
+def is_object_ref(spec: str) -> bool:
+    """True for ``module:attr`` (``mypkg.mod:make_backend``), false for ``NAME[:DEVICE]``."""
+    return _OBJECT_REF.match(spec) is not None
+
+
+def load_backend(spec: str) -> tuple[Any, Callable[[], Any] | None]:
+    """Return the backend object ``spec`` selects and, when there is one, a factory of more.
+
+    ``spec`` is a discovery name, optionally with a device (``host``, ``cuda:1``), passed to
+    :func:`eventapi.backend`; or ``module:attr``, a dotted attribute of an importable module
+    that is either a backend object or a zero-argument factory (a class or function) returning
+    one. Only a factory can make the second, independent backend object the foreign-handle
+    checks need.
+    """
+    if not is_object_ref(spec):
+        import eventapi
+
+        return eventapi.backend(spec), None
+    module_name, _, attr_path = spec.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr_path.split("."):
+        obj = getattr(obj, part)
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "event_create")):
+        factory: Callable[[], Any] = obj
+        return factory(), factory
+    return obj, None
+
+
+def live_counts(api: object) -> tuple[int, int] | None:
+    """``(events, streams)`` from the backend's ``live_handles()``, or None if it has none."""
+    method = getattr(api, "live_handles", None)
+    if not callable(method):
+        return None
+    counts = method()
+    try:
+        events, streams = counts
+    except (TypeError, ValueError):
+        pytest.fail(
+            f"live_handles() returned {counts!r}; it must return a pair (events, streams)",
+            pytrace=False,
+        )
+    if type(events) is not int or type(streams) is not int:
+        pytest.fail(f"live_handles() returned {counts!r}; both counts must be int", pytrace=False)
+    return events, streams
+
+
+def second_destroy(kit: Kit, destroy: Callable[[Any], object], handle: Any) -> None:
+    """Destroy ``handle`` again: it must return, or raise EventStateError with a message.
+
+    A second destroy must not reach the driver (a double free there is undefined behaviour);
+    whether it is a silent no-op or a refusal is the backend's choice.
+    """
+    error: EventStateError | None = None
+    try:
+        kit.call(destroy, handle)
+    except EventStateError as exc:
+        error = exc
+    if error is not None:
+        assert str(error), "EventStateError without a message"
+
+
+@final
+class Hold:
+    """A host function that keeps a stream from moving past it until :meth:`release`.
+
+    ``started`` is set once the stream reached the host function. The function gives up by
+    itself after ``limit`` seconds so that a test that forgets to release cannot wedge a driver
+    thread forever; the test fails on its own timeouts long before.
+    """
+
+    __slots__ = ("_gate", "finished", "started")
+
+    def __init__(self) -> None:
+        self._gate = threading.Event()
+        self.started = threading.Event()
+        self.finished = threading.Event()
+
+    @property
+    def released(self) -> bool:
+        """True once :meth:`release` was called."""
+        return self._gate.is_set()
+
+    def release(self) -> None:
+        """Let the stream move on. Idempotent."""
+        self._gate.set()
+
+    def host_func(self, limit: float) -> Callable[[], None]:
+        def hold() -> None:
+            self.started.set()
+            self._gate.wait(limit)
+            self.finished.set()
+
+        return hold
+
+
+@final
+class Waiter:
+    """A thread running one blocking call, watched by the test.
+
+    It notes, at the moment the call returns, whether every hold it depends on had been
+    released: a call that returns while a hold is still in place returned too early, however
+    the threads were scheduled.
+    """
+
+    __slots__ = ("_error", "_holds", "_returned_early", "_thread", "_timeout", "what")
+
+    def __init__(
+        self, what: str, fn: Callable[[], object], holds: Iterable[Hold], timeout: float
+    ) -> None:
+        self.what = what
+        self._holds = tuple(holds)
+        self._timeout = timeout
+        self._error: BaseException | None = None
+        self._returned_early = False
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True, name=what)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # handed to the test thread by join()
+            self._error = exc
+        self._returned_early = not all(hold.released for hold in self._holds)
+
+    @property
+    def blocked(self) -> bool:
+        """True while the call has not returned."""
+        return self._thread.is_alive()
+
+    def watch(self, seconds: float) -> None:
+        """Give the call ``seconds`` to return (it should not); see :data:`BLOCK_WINDOW_S`."""
+        self._thread.join(seconds)
+
+    def assert_blocked(self) -> None:
+        """Fail unless the call is still blocked after :data:`BLOCK_WINDOW_S`."""
+        self.watch(BLOCK_WINDOW_S)
+        if not self.blocked:
+            pytest.fail(
+                f"{self.what} returned while the stream it depends on was still held "
+                f"(raised {self._error!r})"
+                if self._error is not None
+                else f"{self.what} returned while the stream it depends on was still held",
+                pytrace=False,
+            )
+
+    def join(self, *, allow: tuple[type[BaseException], ...] = ()) -> BaseException | None:
+        """Wait for the call to return; re-raise what it raised unless it is of type ``allow``.
+
+        Fails the test when the call does not return within the kit's timeout, or when it
+        returned before its holds were released. Returns the allowed exception, if any.
+        """
+        self._thread.join(self._timeout)
+        if self._thread.is_alive():
+            pytest.fail(
+                f"{self.what} did not return within {self._timeout:g} s after everything it "
+                "depends on was released: a hang",
+                pytrace=False,
+            )
+        if self._returned_early:
+            pytest.fail(f"{self.what} returned before its stream was released", pytrace=False)
+        error = self._error
+        if error is not None:
+            if isinstance(error, allow):
+                return error
+            raise error
+        return None
+
+
+@final
+class Kit:
+    """One test's view of the backend under test: its handles, holds and bounded calls.
+
+    Handles made through the kit are destroyed when the test ends, whatever it did with them;
+    destroying one the test destroyed already is allowed to be a no-op or to raise
+    :class:`~eventapi.EventStateError` (the protocol's rule for a second destroy), and anything
+    else it raises is reported.
+    """
+
+    __slots__ = ("_events", "_holds", "_streams", "_waiters", "api", "timeout")
+
+    def __init__(self, api: Any, *, timeout: float) -> None:
+        self.api: Any = api
+        self.timeout = timeout
+        self._events: list[tuple[Any, Any]] = []
+        self._streams: list[tuple[Any, Any]] = []
+        self._holds: list[Hold] = []
+        self._waiters: list[Waiter] = []
+
+    # -- capabilities -------------------------------------------------------------------------
+
+    def has(self, capability: str) -> bool:
+        """True when the backend declares ``capability`` (a name from the three optional ones)."""
+        return isinstance(self.api, CAPABILITIES[capability])
+
+    def require(self, capability: str) -> None:
+        """Skip the test, naming ``capability``, unless the backend declares it."""
+        if not self.has(capability):
+            pytest.skip(f"the {self.api.BACKEND} backend does not implement {capability}")
+
+    def require_live_handles(self) -> tuple[int, int]:
+        """The live counts now; skips the test when the backend cannot count them."""
+        counts = live_counts(self.api)
+        if counts is None:
+            pytest.skip(
+                f"the {self.api.BACKEND} backend has no live_handles(), so releases are not "
+                "countable"
+            )
+        return counts
+
+    # -- handles ------------------------------------------------------------------------------
+
+    def event(self, api: Any = None) -> Any:
+        """A new event of ``api`` (default: the backend under test), destroyed after the test."""
+        owner = self.api if api is None else api
+        event = owner.event_create()
+        self._events.append((owner, event))
+        return event
+
+    def stream(self, api: Any = None) -> Any:
+        """A new non-blocking stream of ``api``, destroyed after the test."""
+        owner = self.api if api is None else api
+        stream = owner.stream_create_non_blocking()
+        self._streams.append((owner, stream))
+        return stream
+
+    def recorded(self, stream: Any) -> Any:
+        """A new event recorded on ``stream`` (bounded: recording must not block)."""
+        event = self.event()
+        self.call(self.api.event_record, event, stream)
+        return event
+
+    def reached(self, stream: Any) -> Any:
+        """A new event recorded on ``stream`` and waited for."""
+        event = self.recorded(stream)
+        self.call(self.api.event_wait, event)
+        return event
+
+    def hold(self, stream: Any) -> Hold:
+        """Hold ``stream`` at this point until the returned hold is released.
+
+        Skips the test when the backend lacks ``SupportsHostFunc``; released after the test.
+        """
+        self.require("SupportsHostFunc")
+        hold = Hold()
+        self._holds.append(hold)
+        # Limit the host function itself to a few test timeouts: long after any test gave up.
+        self.call(self.api.stream_launch_host_func, stream, hold.host_func(self.timeout * 3))
+        return hold
+
+    # -- bounded calls ------------------------------------------------------------------------
+
+    def call(self, fn: Callable[..., T], *args: object, what: str | None = None) -> T:
+        """``fn(*args)`` on a helper thread; fails the test if it does not return in time.
+
+        Whatever ``fn`` raises is raised here, so ``pytest.raises`` works around it. The helper
+        is a thread that never called the backend before, which is itself part of the contract:
+        any thread may call any method.
+        """
+        name = what or getattr(fn, "__name__", repr(fn))
+        result: list[T] = []
+        error: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                result.append(fn(*args))
+            except BaseException as exc:  # re-raised on the test's thread below
+                error.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True, name=f"eventapi-kit {name}")
+        thread.start()
+        thread.join(self.timeout)
+        if thread.is_alive():
+            pytest.fail(
+                f"{name} did not return within {self.timeout:g} s: a hang "
+                "(raise the limit with --eventapi-timeout if the device is just slow)",
+                pytrace=False,
+            )
+        if error:
+            raise error[0]
+        return result[0]
+
+    def waiter(
+        self, fn: Callable[..., object], *args: object, holds: Iterable[Hold] = ()
+    ) -> Waiter:
+        """Start ``fn(*args)`` on a thread that the test watches; see :class:`Waiter`."""
+        name = getattr(fn, "__name__", repr(fn))
+        waiter = Waiter(name, lambda: fn(*args), holds, self.timeout)
+        self._waiters.append(waiter)
+        return waiter
+
+    def assert_unreached(self, event: Any, hold: Hold) -> None:
+        """Fail unless ``event``, recorded behind ``hold``, is not reached yet.
+
+        With ``SupportsEventQuery`` the query must say so; without, a wait must stay blocked.
+        The caller must release ``hold`` afterwards.
+        """
+        if self.has("SupportsEventQuery"):
+            assert not self.call(self.api.event_query, event), (
+                "event_query returned True for an event recorded behind work that is still held"
+            )
+        else:
+            self.waiter(self.api.event_wait, event, holds=(hold,)).assert_blocked()
+
+    # -- teardown -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release holds, join waiters, drain and destroy every handle; fail on any problem."""
+        problems: list[str] = []
+        for hold in self._holds:
+            hold.release()
+        for waiter in self._waiters:
+            waiter.watch(self.timeout)
+            if waiter.blocked:
+                problems.append(f"{waiter.what} still blocked {self.timeout:g} s after release")
+        for owner, stream in self._streams:
+            self._quietly(problems, owner.stream_synchronize, stream)
+        for owner, event in self._events:
+            self._quietly(problems, owner.event_destroy, event)
+        for owner, stream in self._streams:
+            self._quietly(problems, owner.stream_destroy, stream)
+        self._events.clear()
+        self._streams.clear()
+        if problems:
+            pytest.fail("cleaning up after the test:\n" + "\n".join(problems), pytrace=False)
+
+    def _quietly(self, problems: list[str], fn: Callable[[Any], object], handle: Any) -> None:
+        # A handle the test destroyed already answers EventStateError or nothing, as allowed.
+        try:
+            self.call(fn, handle)
+        except EventStateError:
+            pass
+        except pytest.fail.Exception as exc:
+            problems.append(str(exc))
+        except Exception as exc:
+            problems.append(f"{getattr(fn, '__name__', fn)}({handle!r}) raised {exc!r}")

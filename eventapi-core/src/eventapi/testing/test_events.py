@@ -1,0 +1,155 @@
+"""Events: created with timing, recorded without blocking, waited on from any thread, released."""
+
+from __future__ import annotations
+
+import itertools
+
+from eventapi import EventStateError
+
+from ._kit import Kit, live_counts, second_destroy
+
+WAITERS = 8
+MANY_EVENTS = 32
+
+
+def test_event_create_returns_distinct_events(eventapi_kit: Kit) -> None:
+    first, second = eventapi_kit.event(), eventapi_kit.event()
+    assert first is not second, "two event_create calls returned one handle"
+    assert first != second, "two event_create calls returned equal handles"
+
+
+def test_created_event_can_be_timed(eventapi_kit: Kit, eventapi_stream: object) -> None:
+    # Timing enabled is the point of event_create: two reached events of it have a span.
+    api = eventapi_kit.api
+    start = eventapi_kit.recorded(eventapi_stream)
+    end = eventapi_kit.reached(eventapi_stream)
+    assert eventapi_kit.call(api.event_elapsed, start, end) >= 0
+
+
+def test_event_destroy_releases_the_event(eventapi_kit: Kit) -> None:
+    api = eventapi_kit.api
+    events, streams = eventapi_kit.require_live_handles()
+    event = api.event_create()
+    try:
+        assert eventapi_kit.require_live_handles() == (events + 1, streams)
+    finally:
+        api.event_destroy(event)
+    assert eventapi_kit.require_live_handles() == (events, streams)
+
+
+def test_event_destroy_twice_is_a_no_op_or_refused(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    # The second destroy must not reach the driver (a double free there is undefined
+    # behaviour): it returns or raises EventStateError, and the event is counted released once.
+    api = eventapi_kit.api
+    event = eventapi_kit.reached(eventapi_stream)
+    api.event_destroy(event)
+    after_first = live_counts(api)
+    second_destroy(eventapi_kit, api.event_destroy, event)
+    if after_first is not None:
+        assert live_counts(api) == after_first, "the second destroy released the event again"
+
+
+def test_event_record_returns_once_queued(eventapi_kit: Kit, eventapi_stream: object) -> None:
+    api = eventapi_kit.api
+    hold = eventapi_kit.hold(eventapi_stream)
+    event = eventapi_kit.event()
+    eventapi_kit.call(api.event_record, event, eventapi_stream)  # returns while held
+    eventapi_kit.assert_unreached(event, hold)
+    hold.release()
+    eventapi_kit.call(api.event_wait, event)
+
+
+def test_event_wait_blocks_until_reached(eventapi_kit: Kit, eventapi_stream: object) -> None:
+    api = eventapi_kit.api
+    hold = eventapi_kit.hold(eventapi_stream)
+    event = eventapi_kit.recorded(eventapi_stream)
+    waiter = eventapi_kit.waiter(api.event_wait, event, holds=[hold])
+    waiter.assert_blocked()
+    hold.release()
+    waiter.join()
+
+
+def test_event_wait_on_a_reached_event_returns_at_once(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    api = eventapi_kit.api
+    event = eventapi_kit.reached(eventapi_stream)
+    eventapi_kit.call(api.event_wait, event)
+    eventapi_kit.call(api.event_wait, event)
+
+
+def test_event_wait_on_another_thread_than_the_record(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    # The seed: an event is recorded on the server's thread and read back on whichever thread
+    # waits. Each kit.call runs on a fresh thread that never called the backend before.
+    api = eventapi_kit.api
+    event = eventapi_kit.event()
+    eventapi_kit.call(api.event_record, event, eventapi_stream, what="event_record on thread A")
+    eventapi_kit.call(api.event_wait, event, what="event_wait on thread B")
+
+
+def test_many_threads_wait_on_one_event(eventapi_kit: Kit, eventapi_stream: object) -> None:
+    api = eventapi_kit.api
+    hold = eventapi_kit.hold(eventapi_stream)
+    event = eventapi_kit.recorded(eventapi_stream)
+    waiters = [eventapi_kit.waiter(api.event_wait, event, holds=[hold]) for _ in range(WAITERS)]
+    waiters[0].assert_blocked()  # one observation window covers them all
+    assert all(w.blocked for w in waiters), "a waiter returned while the stream was held"
+    hold.release()
+    for waiter in waiters:
+        waiter.join()
+
+
+def test_rerecorded_event_marks_the_latest_record(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    # Re-recording is allowed (event pools reuse events) and, as in CUDA, a wait is then for
+    # the latest record, not for one reached before.
+    api = eventapi_kit.api
+    event = eventapi_kit.reached(eventapi_stream)
+    hold = eventapi_kit.hold(eventapi_stream)
+    eventapi_kit.call(api.event_record, event, eventapi_stream)
+    eventapi_kit.assert_unreached(event, hold)
+    hold.release()
+    eventapi_kit.call(api.event_wait, event)
+
+
+def test_event_destroy_while_recorded_and_pending(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    # An owner may drop a fence before the device reached it; the destroy returns at once.
+    api = eventapi_kit.api
+    hold = eventapi_kit.hold(eventapi_stream)
+    event = eventapi_kit.recorded(eventapi_stream)
+    eventapi_kit.call(api.event_destroy, event)
+    hold.release()
+    eventapi_kit.call(api.stream_synchronize, eventapi_stream)
+
+
+def test_event_destroy_while_another_thread_waits(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    # A fence closed while another thread waits on it: the destroy returns, nothing crashes,
+    # and the waiter returns normally or, if the destroy came first, with EventStateError.
+    api = eventapi_kit.api
+    hold = eventapi_kit.hold(eventapi_stream)
+    event = eventapi_kit.recorded(eventapi_stream)
+    # The waiter may enter event_wait before or after the destroy; both orders are allowed.
+    waiter = eventapi_kit.waiter(api.event_wait, event, holds=[hold])
+    eventapi_kit.call(api.event_destroy, event)
+    hold.release()
+    waiter.join(allow=(EventStateError,))
+
+
+def test_many_events_on_one_stream_are_reached_in_order(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    # Waiting for the last event of a stream means every earlier one was reached too.
+    api = eventapi_kit.api
+    events = [eventapi_kit.recorded(eventapi_stream) for _ in range(MANY_EVENTS)]
+    eventapi_kit.call(api.event_wait, events[-1])
+    for earlier, later in itertools.pairwise(events):
+        assert eventapi_kit.call(api.event_elapsed, earlier, later) >= 0

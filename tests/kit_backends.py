@@ -1,0 +1,238 @@
+"""Backends written straight against the protocol, for testing the conformance kit itself.
+
+:class:`MinimalBackend` satisfies :class:`eventapi.EventApi` and nothing more; a stream is a
+worker thread draining a queue and an event is stamped with ``time.perf_counter_ns()`` when the
+worker reaches it. :class:`ThreadBackend` adds the three optional capabilities. Both are correct,
+so the kit must pass on them. The ``Broken*`` subclasses each get one thing wrong, so the kit
+must fail on them, in the test that covers that thing.
+
+Nothing here uses :mod:`eventapi.driverkit`: the kit checks behaviour, not a base class, and a
+third party may satisfy the protocol directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple, final
+
+from eventapi import DriverError, EventStateError
+
+_log = logging.getLogger("eventapi")
+
+
+class Counts(NamedTuple):
+    events: int
+    streams: int
+
+
+class KitEvent:
+    """An event: the latest record's completion flag and the stamp its worker wrote."""
+
+    __slots__ = ("closed", "owner", "reached", "stamp_ns")
+
+    def __init__(self, owner: MinimalBackend) -> None:
+        self.owner = owner
+        self.closed = False
+        self.reached: threading.Event | None = None  # None until recorded
+        self.stamp_ns = 0
+
+
+class KitStream:
+    """A stream: one worker thread running the queued callables in order."""
+
+    __slots__ = ("closed", "owner", "queue", "worker")
+
+    def __init__(self, owner: MinimalBackend) -> None:
+        self.owner = owner
+        self.closed = False
+        self.queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self.worker = threading.Thread(target=self._drain, name="kit-stream", daemon=True)
+        self.worker.start()
+
+    def _drain(self) -> None:
+        while (item := self.queue.get()) is not None:
+            try:
+                item()
+            except Exception:
+                _log.warning("kit stream: host function failed", exc_info=True)
+
+
+class MinimalBackend:
+    """The protocol alone, no optional capability; counts its live handles."""
+
+    BACKEND = "kit"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events = 0
+        self._streams = 0
+
+    def live_handles(self) -> Counts:
+        with self._lock:
+            return Counts(self._events, self._streams)
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _event(self, event: object, call: str, *, recorded: bool = True) -> KitEvent:
+        if not isinstance(event, KitEvent) or event.owner is not self:
+            raise EventStateError(
+                f"kit: {call}: {event!r} is not an event of this backend; pass one"
+            )
+        if event.closed:
+            raise EventStateError(f"kit: {call}: event was destroyed; create a new one")
+        if recorded and event.reached is None:
+            raise EventStateError(f"kit: {call}: event never recorded; call event_record first")
+        return event
+
+    def _stream(self, stream: object, call: str) -> KitStream:
+        if not isinstance(stream, KitStream) or stream.owner is not self:
+            raise EventStateError(
+                f"kit: {call}: {stream!r} is not a stream of this backend; pass one"
+            )
+        if stream.closed:
+            raise EventStateError(f"kit: {call}: stream was destroyed; create a new one")
+        return stream
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def event_create(self) -> KitEvent:
+        with self._lock:
+            self._events += 1
+        return KitEvent(self)
+
+    def event_destroy(self, event: KitEvent) -> None:
+        if not isinstance(event, KitEvent) or event.owner is not self:
+            raise EventStateError(f"kit: event_destroy: {event!r} is foreign; pass one of ours")
+        with self._lock:
+            if event.closed:
+                return
+            event.closed = True
+            self._events -= 1
+
+    def event_record(self, event: KitEvent, stream: KitStream) -> None:
+        target = self._stream(stream, "event_record")
+        ev = self._event(event, "event_record", recorded=False)
+        reached = threading.Event()
+        ev.reached = reached
+
+        def stamp() -> None:
+            ev.stamp_ns = time.perf_counter_ns()
+            reached.set()
+
+        target.queue.put(stamp)
+
+    def event_wait(self, event: KitEvent) -> None:
+        reached = self._event(event, "event_wait").reached
+        assert reached is not None
+        reached.wait()
+
+    def event_elapsed(self, start: KitEvent, end: KitEvent) -> int:
+        first = self._event(start, "event_elapsed")
+        last = self._event(end, "event_elapsed")
+        for ev in (first, last):
+            if ev.reached is None or not ev.reached.is_set():
+                raise DriverError(
+                    "kit", "event_elapsed", 600, "NOT_READY", "not ready", not_ready=True
+                )
+        return self._clamp(last.stamp_ns - first.stamp_ns)
+
+    def _clamp(self, ns: int) -> int:
+        return max(0, ns)
+
+    def stream_wait_event(self, stream: KitStream, event: KitEvent) -> None:
+        target = self._stream(stream, "stream_wait_event")
+        reached = self._event(event, "stream_wait_event").reached
+        assert reached is not None
+        target.queue.put(reached.wait)
+
+    def stream_synchronize(self, stream: KitStream) -> None:
+        target = self._stream(stream, "stream_synchronize")
+        drained = threading.Event()
+        target.queue.put(drained.set)
+        drained.wait()
+
+    def stream_create_non_blocking(self) -> KitStream:
+        with self._lock:
+            self._streams += 1
+        return KitStream(self)
+
+    def stream_destroy(self, stream: KitStream) -> None:
+        if not isinstance(stream, KitStream) or stream.owner is not self:
+            raise EventStateError(f"kit: stream_destroy: {stream!r} is foreign; pass one of ours")
+        with self._lock:
+            if stream.closed:
+                return
+            stream.closed = True
+            self._release_stream()
+        stream.queue.put(None)  # the worker drains what is queued, then exits
+
+    def _release_stream(self) -> None:
+        self._streams -= 1
+
+
+class HostFuncBackend(MinimalBackend):
+    """The protocol and SupportsHostFunc only: held streams, but no query to look at them."""
+
+    def stream_launch_host_func(self, stream: KitStream, fn: Callable[[], object]) -> None:
+        self._stream(stream, "stream_launch_host_func").queue.put(fn)
+
+
+class ThreadBackend(HostFuncBackend):
+    """The protocol and all three optional capabilities."""
+
+    def event_query(self, event: KitEvent) -> bool:
+        reached = self._event(event, "event_query").reached
+        assert reached is not None
+        return reached.is_set()
+
+    def stream_is_capturing(self, stream: KitStream) -> bool:
+        self._stream(stream, "stream_is_capturing")
+        return False
+
+
+@final
+class BrokenUnclampedBackend(ThreadBackend):
+    """Returns a negative elapsed reading instead of clamping it to 0."""
+
+    def _clamp(self, ns: int) -> int:
+        return ns
+
+
+@final
+class BrokenClosedHandleBackend(ThreadBackend):
+    """Lets a destroyed event through to the calls instead of refusing it."""
+
+    def _event(self, event: object, call: str, *, recorded: bool = True) -> KitEvent:
+        if isinstance(event, KitEvent) and event.owner is self and event.reached is not None:
+            return event  # the bug: `closed` is never looked at
+        return super()._event(event, call, recorded=recorded)
+
+
+@final
+class BrokenLeakyBackend(ThreadBackend):
+    """Forgets to count a destroyed stream as released."""
+
+    def _release_stream(self) -> None:
+        pass
+
+
+@final
+class BrokenBlockingBackend(ThreadBackend):
+    """Blocks the host in stream_wait_event until the event is reached, instead of the stream."""
+
+    def stream_wait_event(self, stream: KitStream, event: KitEvent) -> None:
+        self.event_wait(event)
+        super().stream_wait_event(stream, event)
+
+
+def make_thread_backend() -> ThreadBackend:
+    """A factory, as ``--eventapi-backend=module:attr`` accepts."""
+    return ThreadBackend()
+
+
+SHARED = ThreadBackend()
+"""An instance, as ``--eventapi-backend=module:attr`` accepts."""

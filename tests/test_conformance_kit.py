@@ -1,0 +1,224 @@
+"""The conformance kit (eventapi.testing), run as a user runs it: pytest in a subprocess.
+
+It must pass on the host backend and on a correct backend written straight against the
+protocol, fail on backends that get one thing wrong (in the test that covers that thing), skip
+what a backend does not declare, and stay inert in a pytest run that does not ask for it.
+The backends used here are in kit_backends.py next to this file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+# Generous: a kit run takes about a second here; the bound only turns a hang into a failure.
+RUN_TIMEOUT_S = 120
+
+KIT = ("--pyargs", "eventapi.testing")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    returncode: int
+    output: str
+
+    def count(self, outcome: str) -> int:
+        """How many tests ended with ``outcome`` (passed, failed, skipped, error)."""
+        found = re.findall(rf"(\d+) {outcome}s?\b", self.output.splitlines()[-1])
+        return int(found[0]) if found else 0
+
+    def lines(self, prefix: str) -> list[str]:
+        return [line for line in self.output.splitlines() if line.startswith(prefix)]
+
+
+def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
+    environ = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
+    }
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), environ.get("PYTHONPATH")]))
+    environ.update(env or {})
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rsfE", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout + done.stderr)
+
+
+def _kit(backend: str, *args: str, cwd: Path) -> Run:
+    return _pytest(*KIT, f"--eventapi-backend={backend}", *args, cwd=cwd)
+
+
+def _passed_cleanly(run: Run) -> None:
+    assert run.returncode == 0, run.output
+    assert run.count("passed") > 0, run.output
+    assert run.count("failed") == run.count("error") == 0, run.output
+
+
+def test_kit_passes_on_host_by_name_under_the_repository_config() -> None:
+    # From the repository root, as `make conformance` runs it: --strict-markers and the
+    # repository's warning filters apply.
+    run = _kit("host", cwd=REPO)
+    _passed_cleanly(run)
+    # By name there is one backend object, so only the foreign-object checks may skip.
+    for line in run.lines("SKIPPED"):
+        assert "second backend object" in line, line
+
+
+def test_kit_passes_on_host_from_a_factory_with_nothing_skipped(tmp_path: Path) -> None:
+    run = _kit("eventapi.host:HostBackend", cwd=tmp_path)
+    _passed_cleanly(run)
+    assert run.count("skipped") == 0, run.output
+
+
+def test_kit_passes_on_a_backend_written_against_the_protocol(tmp_path: Path) -> None:
+    run = _kit("kit_backends:ThreadBackend", cwd=tmp_path)
+    _passed_cleanly(run)
+    assert run.count("skipped") == 0, run.output
+
+
+def test_kit_accepts_an_instance_and_a_factory_function(tmp_path: Path) -> None:
+    _passed_cleanly(_kit("kit_backends:SHARED", cwd=tmp_path))
+    _passed_cleanly(_kit("kit_backends:make_thread_backend", cwd=tmp_path))
+
+
+def test_kit_skips_capabilities_a_backend_lacks_naming_them(tmp_path: Path) -> None:
+    run = _kit("kit_backends:MinimalBackend", cwd=tmp_path)
+    _passed_cleanly(run)
+    skipped = "\n".join(run.lines("SKIPPED"))
+    for capability in ("SupportsEventQuery", "SupportsCaptureCheck", "SupportsHostFunc"):
+        assert f"does not implement {capability}" in skipped, run.output
+
+
+def test_kit_checks_blocking_without_event_query(tmp_path: Path) -> None:
+    # Held streams but no query: "not reached yet" is proven by a wait that stays blocked.
+    run = _kit("kit_backends:HostFuncBackend", cwd=tmp_path)
+    _passed_cleanly(run)
+    assert "SupportsHostFunc" not in run.output
+
+
+@pytest.mark.parametrize(
+    ("backend", "module", "caught_by"),
+    [
+        (
+            "BrokenUnclampedBackend",
+            "test_elapsed",
+            "FAILED test_elapsed.py::test_elapsed_clamps_a_negative_reading",
+        ),
+        (
+            "BrokenClosedHandleBackend",
+            "test_errors",
+            "FAILED test_errors.py::test_destroyed_event_is_refused[event_wait-recorded]",
+        ),
+        (
+            "BrokenLeakyBackend",
+            "test_streams",
+            "ERROR test_streams.py::test_stream_destroy_releases_the_stream",
+        ),
+    ],
+)
+def test_kit_fails_on_a_broken_backend(
+    tmp_path: Path, backend: str, module: str, caught_by: str
+) -> None:
+    # Only the module that covers the fault runs, to keep this quick; the correct backends
+    # these derive from pass the whole kit above.
+    run = _kit(f"kit_backends:{backend}", "-k", module, cwd=tmp_path)
+    assert run.returncode == 1, run.output
+    assert any(line.startswith(caught_by) for line in run.output.splitlines()), run.output
+
+
+def test_kit_turns_a_hang_into_a_failure(tmp_path: Path) -> None:
+    run = _kit(
+        "kit_backends:BrokenBlockingBackend",
+        "--eventapi-timeout=0.5",
+        "-k",
+        "stream_wait_event_orders_streams",
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1, run.output
+    assert "stream_wait_event did not return within 0.5 s: a hang" in run.output
+
+
+def test_leak_check_names_the_counts(tmp_path: Path) -> None:
+    run = _kit("kit_backends:BrokenLeakyBackend", "-k", "stream_destroy_releases", cwd=tmp_path)
+    assert run.returncode == 1, run.output
+    assert "live handles (events, streams) were (0, 0) before the test and (0, 1)" in run.output
+
+
+def test_kit_stops_with_one_message_when_the_backend_cannot_load(tmp_path: Path) -> None:
+    run = _kit("kit_backends:NoSuchBackend", cwd=tmp_path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
+    assert "--eventapi-backend=kit_backends:NoSuchBackend: could not load the backend" in run.output
+    assert run.output.count("could not load") == 1, run.output
+
+
+def test_kit_without_the_option_skips_naming_it(tmp_path: Path) -> None:
+    run = _pytest(*KIT, cwd=tmp_path)
+    assert run.returncode == 0, run.output
+    assert run.count("skipped") > 0, run.output
+    assert run.count("passed") == run.count("failed") == run.count("error") == 0, run.output
+    for line in run.lines("SKIPPED"):
+        assert "--eventapi-backend=NAME" in line, line
+
+
+def test_kit_is_collected_whatever_python_files_says(tmp_path: Path) -> None:
+    def collected(*args: str) -> list[str]:
+        run = _kit("kit_backends:ThreadBackend", "--collect-only", *args, cwd=tmp_path)
+        assert run.returncode == 0, run.output
+        return [line for line in run.output.splitlines() if "::" in line]
+
+    default = collected()
+    assert len(default) > 0
+    assert collected("-o", "python_files=check_*.py") == default
+
+
+def test_kit_runs_with_plugin_autoload_disabled(tmp_path: Path) -> None:
+    run = _pytest(
+        "-p",
+        "eventapi.testing",
+        *KIT,
+        "--eventapi-backend=kit_backends:ThreadBackend",
+        cwd=tmp_path,
+        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    _passed_cleanly(run)
+
+
+def _unrelated_project(tmp_path: Path) -> Path:
+    (tmp_path / "test_unrelated.py").write_text("def test_unrelated():\n    pass\n")
+    return tmp_path
+
+
+def test_plugin_collects_nothing_in_an_unrelated_run(tmp_path: Path) -> None:
+    run = _pytest("--collect-only", cwd=_unrelated_project(tmp_path))
+    assert run.returncode == 0, run.output
+    collected = [line for line in run.output.splitlines() if "::" in line]
+    assert collected == ["test_unrelated.py::test_unrelated"], run.output
+
+
+def test_plugin_adds_only_eventapi_fixtures(tmp_path: Path) -> None:
+    project = _unrelated_project(tmp_path)
+
+    def fixtures(*args: str) -> set[str]:
+        run = _pytest("--fixtures", "-v", *args, cwd=project)
+        assert run.returncode == 0, run.output
+        return set(re.findall(r"^([A-Za-z_]\w*)(?: \[[\w ]+\])? -- ", run.output, re.MULTILINE))
+
+    added = fixtures() - fixtures("-p", "no:eventapi.testing")
+    assert added, "the plugin did not load at all"
+    assert all(name.startswith("eventapi_") for name in added), sorted(added)
