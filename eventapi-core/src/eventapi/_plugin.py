@@ -59,7 +59,8 @@ class BackendInfo:
     """One row of :func:`eventapi.backends`: a backend as discovery found it.
 
     ``status`` is ``"ok"``, ``"unavailable: <reason>"``, ``"broken: <error>"`` or ``"blocked"``;
-    ``reason`` is the part after the colon (empty when ``ok``).
+    ``reason`` is the part after the colon (empty when ``ok``; for ``blocked``, the variable
+    that blocks it). ``priority`` is 0 when a broken or blocked plugin could not say.
     """
 
     name: str

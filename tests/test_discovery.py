@@ -1,0 +1,535 @@
+"""Backend discovery and selection, against real (fake) installed distributions.
+
+Each folder under tests/plugins/ is a site directory with a ``.dist-info`` and a plugin module;
+a test puts it on ``sys.path`` and discovery finds it through the real ``importlib.metadata``.
+The real ``cuda`` and ``hip`` entry points of this checkout are discovered too; tests read only
+the rows of the names they install, and block ``cuda`` and ``hip`` where priorities matter.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import eventapi
+from eventapi import (
+    BackendError,
+    BackendInfo,
+    BackendNotFoundError,
+    BackendSpec,
+    BackendUnavailableError,
+    _discovery,
+)
+
+PLUGINS = Path(__file__).parent / "plugins"
+NOT_HERE = "cuda,hip"  # the real GPU plugins: their state must not steer these tests
+
+AddSites = Callable[..., None]
+
+
+@pytest.fixture
+def sites(monkeypatch: pytest.MonkeyPatch) -> Iterator[AddSites]:
+    """Put fake distributions on sys.path; discovery starts afresh with a clean environment."""
+    for var in ("EVENTAPI_BACKEND", "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("EVENTAPI_DISABLE_PLUGINS", NOT_HERE)
+    before = set(sys.modules)
+
+    def add(*folders: str) -> None:
+        for folder in folders:
+            monkeypatch.syspath_prepend(str(PLUGINS / folder))
+        _discovery.refresh()
+
+    _discovery.refresh()
+    yield add
+    _discovery.refresh()
+    for name in set(sys.modules) - before:
+        if name.startswith("eventapi_fake_"):
+            del sys.modules[name]
+
+
+def set_env(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    _discovery.refresh()
+
+
+def row(name: str) -> BackendInfo:
+    (found,) = [r for r in eventapi.backends() if r.name == name]
+    return found
+
+
+def fake(module: str) -> Any:
+    """A fake plugin module, imported by discovery; typed Any for its test attributes."""
+    return sys.modules[module]
+
+
+def assert_others_work() -> None:
+    """host and alpha, when installed, are still listed as ok and selectable."""
+    rows = {r.name: r for r in eventapi.backends()}
+    assert rows["host"].status == "ok"
+    assert eventapi.backend("host").BACKEND == "host"
+    if "alpha" in rows and rows["alpha"].distribution == "eventapi-alpha":
+        assert rows["alpha"].status == "ok"
+        assert eventapi.backend("alpha") is eventapi.backend("alpha")
+
+
+# -- laziness -------------------------------------------------------------------------------
+
+
+def run_python(code: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def test_import_scans_nothing_and_imports_no_binding() -> None:
+    state = run_python(
+        "import json, sys, eventapi\n"
+        "from eventapi import _discovery\n"
+        "print(json.dumps({'modules': sorted(sys.modules),"
+        " 'scanned': _discovery._registry._candidates is not None}))"
+    )
+    assert state["scanned"] is False
+    # The entry point scanner is not even imported: it costs more than eventapi itself.
+    assert "importlib.metadata" not in state["modules"]
+    loaded = [
+        m
+        for m in state["modules"]
+        if m.split(".")[0] in {"cuda", "hip", "rocm", "eventapi_cuda", "eventapi_hip"}
+        or m in {"eventapi._host_plugin", "eventapi.host"}
+    ]
+    assert loaded == []
+
+
+def test_listing_imports_no_driver_binding_and_loads_no_backend() -> None:
+    # A probe may use pure-Python helpers of a binding's distribution (a path resolver, the
+    # bare namespace package); what it must not import is compiled binding code, or a
+    # backend module, which imports it.
+    state = run_python(
+        "import json, sys, eventapi\n"
+        "rows = eventapi.backends()\n"
+        "compiled = [name for name, module in list(sys.modules.items())\n"
+        "            if name.split('.')[0] in {'cuda', 'hip', 'rocm'}\n"
+        "            and str(getattr(module, '__file__', '')).endswith('.so')]\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'compiled': compiled,\n"
+        "                  'names': [r.name for r in rows]}))"
+    )
+    assert {"host", "cuda", "hip"} <= set(state["names"])
+    assert state["compiled"] == []
+    loaded = set(state["modules"]) & {
+        "cuda.bindings.driver",
+        "hip.hip",
+        "rocm.bindings.hip",
+        "eventapi_cuda._backend",
+        "eventapi_hip._backend",
+        "eventapi.host",
+    }
+    assert loaded == set()
+
+
+def test_selecting_by_name_imports_only_that_plugin(sites: AddSites) -> None:
+    sites("alpha", "beta")
+    eventapi.backend("alpha")
+    assert "eventapi_fake_alpha" in sys.modules
+    assert "eventapi_fake_beta" not in sys.modules
+
+
+# -- the rows ---------------------------------------------------------------------------------
+
+
+def test_host_is_listed_ok_at_priority_zero(sites: AddSites) -> None:
+    host = row("host")
+    assert host == BackendInfo(
+        name="host",
+        distribution="eventapi-core",
+        version=eventapi.__version__,
+        priority=0,
+        status="ok",
+        reason="",
+        install_hint="",
+    )
+    assert host.usable
+
+
+def test_rows_sorted_by_priority_then_name(sites: AddSites) -> None:
+    sites("alpha", "beta", "widget", "flaky")
+    rows = eventapi.backends()
+    keys = [(-r.priority, r.name) for r in rows]
+    assert keys == sorted(keys)
+    assert [r.name for r in rows if r.name in {"alpha", "beta", "widget", "flaky", "host"}] == [
+        "widget",
+        "alpha",
+        "beta",
+        "flaky",
+        "host",
+    ]
+
+
+def test_plugin_row_carries_its_distribution(sites: AddSites) -> None:
+    sites("alpha", "widget")
+    assert row("alpha") == BackendInfo("alpha", "eventapi-alpha", "1.0", 70, "ok", "", "")
+    widget = row("widget")
+    assert widget.status == (
+        "unavailable: no widget driver found (libwidget.so.3); install the widget driver"
+    )
+    assert widget.reason == "no widget driver found (libwidget.so.3); install the widget driver"
+    assert widget.install_hint == "pip install eventapi-widget"
+    assert not widget.usable
+
+
+# -- broken plugins ---------------------------------------------------------------------------
+
+BROKEN = [
+    # (folder, name, version, what the reason must say)
+    ("badimport", "badimport", "0.3", "cannot import eventapi_fake_badimport: ModuleNotFoundError"),
+    ("badhook", "badhook", "0.4", "eventapi_backends raised RuntimeError: the badhook plugin"),
+    ("badname", "badname", "0.5", "yielded a BackendSpec named 'othername'"),
+    ("garbage", "garbage", "0.6", "yielded {'name': 'garbage', 'priority': 50} (dict)"),
+    ("nohook", "nohook", "0.7", "decorated with @eventapi.hookimpl"),
+    ("badprobe", "badprobe", "0.8", "probe raised KeyError: 'WIDGET_HOME'"),
+    ("future", "future", "2.0.0", "built for plugin API 2.x, this eventapi-core speaks 1.0"),
+]
+
+
+@pytest.mark.parametrize(("folder", "name", "version", "says"), BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_plugin_is_reported_and_others_work(
+    sites: AddSites, folder: str, name: str, version: str, says: str
+) -> None:
+    sites("alpha", folder)
+    broken = row(name)
+    assert broken.status.startswith("broken: ")
+    assert says in broken.status
+    assert broken.reason == broken.status.removeprefix("broken: ")
+    assert (broken.distribution, broken.version) == (f"eventapi-{name}", version)
+    assert not broken.usable
+
+    with pytest.raises(BackendError) as raised:
+        eventapi.backend(name)
+    # Broken is neither "not installed" nor "cannot run here": the plugin itself must be fixed.
+    assert type(raised.value) is BackendError
+    assert says in str(raised.value)
+    assert f"eventapi-{name} {version}" in str(raised.value)
+
+    assert_others_work()
+    assert eventapi.backend() is eventapi.backend("alpha")  # auto-selection skips it
+
+
+def test_plugin_for_another_major_names_both_versions(sites: AddSites) -> None:
+    sites("future")
+    assert row("future").reason == (
+        "built for plugin API 2.x, this eventapi-core speaks 1.0; install a version of "
+        "eventapi-future built for plugin API 1.x (or an eventapi-core that speaks its version)"
+    )
+
+
+def test_probe_that_raises_keeps_its_priority(sites: AddSites) -> None:
+    sites("badprobe")
+    assert row("badprobe").priority == 60
+
+
+def test_two_distributions_claiming_one_name_conflict(sites: AddSites) -> None:
+    sites("alpha", "alpha_fork", "beta")
+    claims = [r for r in eventapi.backends() if r.name == "alpha"]
+    assert sorted(r.distribution for r in claims) == ["eventapi-alpha", "eventapi-alpha-fork"]
+    for claim in claims:
+        assert claim.status.startswith("broken: conflict: name claimed by ")
+        assert "eventapi-alpha 1.0" in claim.status
+        assert "eventapi-alpha-fork 2.0" in claim.status
+        assert claim.status.endswith("; uninstall one")
+    assert len({r.status for r in claims}) == 1
+
+    with pytest.raises(BackendError, match="uninstall one"):
+        eventapi.backend("alpha")
+    # Neither claimant was imported: the conflict is known from metadata alone.
+    assert "eventapi_fake_alpha" not in sys.modules
+    assert eventapi.backend() is eventapi.backend("beta")
+
+
+# -- selection --------------------------------------------------------------------------------
+
+
+def test_default_is_highest_priority_usable(sites: AddSites) -> None:
+    # widget (90) cannot run here and flaky (40) is lower: alpha (70) wins over host (0).
+    sites("alpha", "widget", "flaky", "badimport")
+    assert _discovery.choose() == ("alpha", None, "priority")
+    assert eventapi.backend() is eventapi.backend("alpha")
+    assert fake("eventapi_fake_widget").LOADS == []
+
+
+def test_default_is_host_when_nothing_else_is_usable(sites: AddSites) -> None:
+    sites("widget", "badhook")
+    assert eventapi.backend() is eventapi.backend("host")
+
+
+def test_tie_at_the_top_says_how_to_choose(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sites("alpha", "beta")
+    with pytest.raises(BackendError) as raised:
+        eventapi.backend()
+    message = str(raised.value)
+    assert "alpha (eventapi-alpha 1.0)" in message
+    assert "beta (eventapi-beta 1.0)" in message
+    assert "eventapi.backend('alpha')" in message
+    assert "EVENTAPI_BACKEND=alpha" in message
+    assert fake("eventapi_fake_alpha").LOADS == []  # nothing was loaded to find out
+
+    monkeypatch.setenv("EVENTAPI_BACKEND", "beta")
+    assert eventapi.backend() is eventapi.backend("beta")
+
+
+def test_variable_selects(sites: AddSites, monkeypatch: pytest.MonkeyPatch) -> None:
+    sites("alpha", "beta")
+    monkeypatch.setenv("EVENTAPI_BACKEND", "alpha:2")
+    assert _discovery.choose() == ("alpha", 2, "EVENTAPI_BACKEND")
+    chosen = eventapi.backend()
+    assert chosen is eventapi.backend("alpha:2")
+    assert fake("eventapi_fake_alpha").LOADS == [2]
+
+
+def test_argument_beats_variable(sites: AddSites, monkeypatch: pytest.MonkeyPatch) -> None:
+    sites("alpha", "beta")
+    monkeypatch.setenv("EVENTAPI_BACKEND", "beta")
+    assert eventapi.backend("alpha") is not eventapi.backend("beta")
+    assert _discovery.choose("alpha") == ("alpha", None, "argument")
+
+
+def test_one_object_per_name_and_device(sites: AddSites) -> None:
+    sites("alpha")
+    default = eventapi.backend("alpha")
+    one = eventapi.backend("alpha:1")
+    zero = eventapi.backend("alpha:0")
+    assert eventapi.backend("alpha") is default
+    assert eventapi.backend("alpha:1") is one
+    # Documented: "alpha" (the backend's default device) and "alpha:0" are two selections.
+    assert len({id(default), id(one), id(zero)}) == 3
+    assert fake("eventapi_fake_alpha").LOADS == [None, 1, 0]
+
+
+def test_refresh_builds_new_objects(sites: AddSites) -> None:
+    sites("alpha")
+    first = eventapi.backend("alpha")
+    _discovery.refresh()
+    assert eventapi.backend("alpha") is not first
+
+
+def test_concurrent_first_selection_loads_once(sites: AddSites) -> None:
+    sites("alpha")
+    row("alpha")  # import the plugin so its gate can be set before the race
+    alpha = fake("eventapi_fake_alpha")
+    gate = threading.Event()
+    alpha.GATE = gate
+    alpha.ENTERED.clear()
+    threads_n = 8
+    start = threading.Barrier(threads_n + 1)
+    got: list[object] = []
+
+    def select() -> None:
+        start.wait()
+        got.append(eventapi.backend("alpha"))
+
+    threads = [threading.Thread(target=select) for _ in range(threads_n)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    # One load is under way and holds; every other thread asks while it does.
+    assert alpha.ENTERED.wait(timeout=10)
+    gate.set()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(got) == threads_n
+    assert all(obj is got[0] for obj in got)
+    assert alpha.LOADS == [None]
+
+
+@pytest.mark.parametrize("bad", ["alpha:", "alpha:x", ":1", "alpha:-1", "", "al pha", "a:1:2"])
+def test_malformed_name_says_the_expected_form(sites: AddSites, bad: str) -> None:
+    with pytest.raises(ValueError, match=r"NAME or NAME:DEVICE, for example 'cuda' or 'cuda:1'"):
+        eventapi.backend(bad)
+
+
+def test_malformed_variable_names_the_variable(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVENTAPI_BACKEND", "cuda:first")
+    with pytest.raises(ValueError, match=r"EVENTAPI_BACKEND='cuda:first' is not of the form"):
+        eventapi.backend()
+
+
+def test_name_must_be_a_string(sites: AddSites) -> None:
+    with pytest.raises(TypeError, match="backend name must be a str, got int"):
+        eventapi.backend(1)  # type: ignore[arg-type]
+
+
+# -- explicit choices that cannot be satisfied never fall back -------------------------------
+
+
+def test_unavailable_choice_raises_with_the_probe_reason(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sites("alpha", "widget")
+    with pytest.raises(BackendUnavailableError) as raised:
+        eventapi.backend("widget")
+    message = str(raised.value)
+    assert "backend 'widget' (eventapi-widget 1.2) cannot be used here" in message
+    assert "no widget driver found (libwidget.so.3); install the widget driver" in message
+    assert "Usable here: alpha, host" in message
+    assert fake("eventapi_fake_widget").LOADS == []
+
+    monkeypatch.setenv("EVENTAPI_BACKEND", "widget")
+    with pytest.raises(BackendUnavailableError, match=r"'widget' \(from EVENTAPI_BACKEND\)"):
+        eventapi.backend()
+    assert_others_work()
+
+
+def test_load_that_raises_is_chained(sites: AddSites, monkeypatch: pytest.MonkeyPatch) -> None:
+    sites("alpha", "flaky")
+    assert row("flaky").status == "ok"  # the probe cannot know; the load finds out
+    with pytest.raises(BackendUnavailableError) as raised:
+        eventapi.backend("flaky:1")
+    assert str(raised.value) == (
+        "backend 'flaky:1' failed to load: OSError: widget driver initialisation failed: "
+        "device busy"
+    )
+    assert isinstance(raised.value.__cause__, OSError)
+
+    monkeypatch.setenv("EVENTAPI_BACKEND", "flaky")
+    with pytest.raises(BackendUnavailableError, match="failed to load"):
+        eventapi.backend()
+    assert_others_work()
+
+
+def test_host_has_no_devices(sites: AddSites) -> None:
+    with pytest.raises(BackendUnavailableError, match="select it as 'host'") as raised:
+        eventapi.backend("host:1")
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_unknown_name_lists_installed_backends(sites: AddSites) -> None:
+    sites("alpha")
+    with pytest.raises(BackendNotFoundError) as raised:
+        eventapi.backend("nosuch")
+    message = str(raised.value)
+    assert isinstance(raised.value, LookupError)
+    assert "backend 'nosuch' is not installed" in message
+    assert "alpha (ok)" in message
+    assert "host (ok)" in message
+    assert "entry point 'nosuch' in the group 'eventapi.backends'" in message
+
+
+def test_unknown_project_backend_gives_the_pip_command(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With autoload off the editable eventapi-cuda of this checkout is not scanned: as if absent.
+    set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD", "1")
+    for name in ("cuda", "hip"):
+        with pytest.raises(BackendNotFoundError) as raised:
+            eventapi.backend(f"{name}:0")
+        message = str(raised.value)
+        assert f'Install it with: pip install "eventapi-core[{name}]"' in message
+        assert "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD is set" in message
+
+
+# -- the variables ----------------------------------------------------------------------------
+
+
+class CodePlugin:
+    """A plugin registered in code: a hook implementation on an object, not a module."""
+
+    def __init__(self, name: str, load: Callable[[int | None], Any]) -> None:
+        self.name = name
+        self.load = load
+
+    @eventapi.hookimpl
+    def eventapi_backends(self) -> Iterator[BackendSpec]:
+        yield BackendSpec(name=self.name, load=self.load, priority=20)
+
+
+@pytest.fixture
+def registered() -> Iterator[Callable[[str, Callable[[int | None], Any]], None]]:
+    names: list[str] = []
+
+    def register(name: str, load: Callable[[int | None], Any]) -> None:
+        _discovery.register(CodePlugin(name, load), name, distribution="tests", version="0")
+        names.append(name)
+
+    yield register
+    for name in names:
+        _discovery.unregister(name)
+
+
+def host_backend(device: int | None) -> Any:
+    from eventapi.host import HostBackend
+
+    return HostBackend()
+
+
+def test_autoload_disabled_keeps_host_and_code_plugins(
+    sites: AddSites,
+    registered: Callable[[str, Callable[[int | None], Any]], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sites("alpha", "badimport")
+    registered("coded", host_backend)
+    monkeypatch.setenv("EVENTAPI_DISABLE_PLUGINS", "")
+    set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert [(r.name, r.distribution, r.status) for r in eventapi.backends()] == [
+        ("coded", "tests", "ok"),
+        ("host", "eventapi-core", "ok"),
+    ]
+    assert eventapi.backend() is eventapi.backend("coded")
+    with pytest.raises(BackendNotFoundError, match="EVENTAPI_DISABLE_PLUGIN_AUTOLOAD is set"):
+        eventapi.backend("alpha")
+    assert "eventapi_fake_alpha" not in sys.modules
+
+    set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD", "0")
+    assert row("alpha").status == "ok"
+
+
+def test_host_is_one_plugin_though_declared_twice(sites: AddSites) -> None:
+    # Registered in code and by eventapi-core's entry point: the same plugin, not a conflict.
+    assert [r.name for r in eventapi.backends()].count("host") == 1
+
+
+def test_blocked_plugin_is_listed_not_imported(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sites("alpha", "beta")
+    set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGINS", f"{NOT_HERE}, alpha")
+    alpha = row("alpha")
+    assert (alpha.status, alpha.reason) == ("blocked", "listed in EVENTAPI_DISABLE_PLUGINS")
+    assert alpha.distribution == "eventapi-alpha"
+    assert "eventapi_fake_alpha" not in sys.modules
+
+    with pytest.raises(BackendUnavailableError) as raised:
+        eventapi.backend("alpha")
+    assert "blocked by EVENTAPI_DISABLE_PLUGINS='cuda,hip, alpha'" in str(raised.value)
+    assert "remove 'alpha' from that variable" in str(raised.value)
+    assert eventapi.backend() is eventapi.backend("beta")
+
+
+def test_code_registered_load_must_return_a_backend(
+    sites: AddSites, registered: Callable[[str, Callable[[int | None], Any]], None]
+) -> None:
+    registered("hollow", lambda device: object())
+    with pytest.raises(BackendError, match=r"lacks BACKEND, event_create, .*eventapi\.EventApi"):
+        eventapi.backend("hollow")
+    assert_others_work()
+
+
+def test_registering_a_name_twice_in_code_is_refused(
+    sites: AddSites, registered: Callable[[str, Callable[[int | None], Any]], None]
+) -> None:
+    registered("coded", host_backend)
+    with pytest.raises(ValueError, match="already registered"):
+        _discovery.register(CodePlugin("coded", host_backend), "coded")
+    with pytest.raises(ValueError, match="'host' is the embedded backend"):
+        _discovery.register(CodePlugin("host", host_backend), "host")
