@@ -1,4 +1,386 @@
-"""Placeholder until the fence lands."""
+"""A recorded event whose lifetime is managed: :class:`EventFence`.
+
+A fence is created and recorded in one call, waited on from any number of threads, made a
+device-side dependency of another stream, and closed once. It works over any
+:class:`~eventapi.EventApi`, not only the backends built on :mod:`eventapi.driverkit`, so it keeps
+its own count of calls in flight: a ``close()`` that arrives while another thread waits defers
+the destroy to the last call out, and never pulls the event from under a waiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any, Generic, NoReturn, TypeVar, cast, final
+
+from ._errors import CaptureError, EventStateError, UnsupportedError
+from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery
+
+__all__ = ["EventFence"]
+
+_log = logging.getLogger("eventapi")
+
+E = TypeVar("E")
+S = TypeVar("S")
+
+# Polling bounds for waits with a timeout (and wait_async). The first sleep is 20 µs: shorter
+# than that, the sleep call and the query cost more than they save, and Linux's default timer
+# slack (50 µs) rounds it up anyway. Each further sleep doubles, up to 1 ms: a fence reached
+# during a sleep is noticed at most 1 ms late, and a long wait costs about one query per
+# millisecond (well under 1% of a core). No sleep runs past the deadline.
+_POLL_FIRST_S = 20e-6
+_POLL_MAX_S = 1e-3
+
+# isinstance() against a runtime-checkable Protocol costs microseconds (it inspects every
+# member); the capabilities are a property of the backend's class, so look them up once per
+# class. Maps type(api) -> (has event_query, has stream_is_capturing).
+_capabilities: dict[type, tuple[bool, bool]] = {}
 
 
-class EventFence: ...
+def _capabilities_of(api: object) -> tuple[bool, bool]:
+    kind = type(api)
+    found = _capabilities.get(kind)
+    if found is None:
+        found = (isinstance(api, SupportsEventQuery), isinstance(api, SupportsCaptureCheck))
+        _capabilities[kind] = found
+    return found
+
+
+@final
+class EventFence(Generic[E, S]):
+    """An event recorded into a stream, with a managed lifetime.
+
+    Build one with :meth:`record`. It may be waited on from any thread, by several threads at
+    once, while the thread that recorded it goes on. ``close()`` (or leaving a ``with`` block)
+    destroys the event; a call already waiting on another thread finishes normally first, and
+    the last one out destroys it. A fence that is garbage collected unclosed is destroyed then,
+    as a safety net. Every call after ``close()`` raises :class:`~eventapi.EventStateError`
+    without reaching the backend.
+
+    Destroy failures (from ``close()``, the last waiter or the safety net) are logged on the
+    ``eventapi`` logger at WARNING and never raised: the fence is closed either way and there is
+    nothing a caller could do about it.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_api",
+        "_closed",
+        "_destroyed",
+        "_event",
+        "_keep_alive",
+        "_lock",
+        "_query",
+        "_reached",
+        "_users",
+    )
+
+    _api: EventApi[E, S]
+    _event: E
+    _keep_alive: tuple[object, ...] | None
+    _query: SupportsEventQuery[E] | None
+    _lock: threading.Lock
+    _users: int  # calls in flight; guarded by _lock
+    _closed: bool
+    _destroyed: bool  # the destroy was claimed (by close, the last caller out, or __del__)
+    _reached: bool  # observed reached; it stays reached, so later waits return at once
+
+    def __init__(self) -> None:
+        raise TypeError("EventFence has no public constructor; use EventFence.record(api, stream)")
+
+    @classmethod
+    def record(
+        cls, api: EventApi[E, S], stream: S, *, keep_alive: Iterable[object] = ()
+    ) -> EventFence[E, S]:
+        """Create an event, record it into ``stream`` and return the fence that owns it.
+
+        Returns once the record is queued; nothing waits. ``keep_alive`` objects (buffers the
+        device still reads) are held until the fence is observed reached (a wait returned,
+        :meth:`reached` said true) or closed, then dropped.
+
+        Raises :class:`~eventapi.CaptureError` when the backend can tell (it has
+        ``stream_is_capturing``) that ``stream`` is capturing a graph; nothing is created then.
+        Raises the backend's :class:`~eventapi.DriverError` when creating or recording fails;
+        an event created before a failed record is destroyed first (a failure of that destroy is
+        logged), so nothing leaks.
+        """
+        held = tuple(keep_alive) or None  # before anything is created: it may raise
+        query, capture_check = _capabilities_of(api)
+        if capture_check and cast("SupportsCaptureCheck[S]", api).stream_is_capturing(stream):
+            raise CaptureError(
+                f"{api.BACKEND}: cannot record a fence into {stream!r}: the stream is capturing "
+                "a graph, where a timing event cannot be recorded; record the fence after the "
+                "capture ends, or into a stream that is not capturing"
+            )
+        event = api.event_create()
+        try:
+            api.event_record(event, stream)
+        except BaseException:
+            _destroy_logged(api, event, "after its record failed")
+            raise
+        fence: EventFence[E, S] = object.__new__(cls)
+        fence._api = api
+        fence._event = event
+        fence._query = cast("SupportsEventQuery[E]", api) if query else None
+        fence._keep_alive = held
+        fence._lock = threading.Lock()
+        fence._users = 0
+        fence._closed = False
+        fence._destroyed = False
+        fence._reached = False
+        return fence
+
+    # -- properties -----------------------------------------------------------------------------
+
+    @property
+    def api(self) -> EventApi[E, S]:
+        """The backend object the fence's event belongs to."""
+        return self._api
+
+    @property
+    def event(self) -> E:
+        """The backend's event handle. Still returned after close, when it is destroyed."""
+        return self._event
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block the calling thread until the device reached the fence.
+
+        ``timeout`` is in seconds. ``None`` waits with the backend's ``event_wait``, which
+        blocks without holding the GIL. A number polls the backend's ``event_query`` (first
+        every 20 µs, backing off to every 1 ms) and raises :class:`TimeoutError` once
+        ``timeout`` seconds passed without the fence being reached; ``timeout <= 0`` queries
+        once. A timed wait needs ``event_query``: without it, :class:`~eventapi.UnsupportedError`.
+        Raises :class:`~eventapi.EventStateError` after ``close()``, and the backend's
+        :class:`~eventapi.DriverError` for the fault the wait revealed.
+        """
+        if self._closed:
+            self._refuse_closed("wait")
+        if timeout is not None:
+            self._require_query("wait(timeout=...)")
+        if self._reached:
+            return  # a fence is recorded once: reached stays reached
+        event = self._enter("wait")
+        try:
+            if timeout is None:
+                self._api.event_wait(event)
+            else:
+                self._poll(event, timeout)
+            self._mark_reached()
+        finally:
+            self._leave()
+
+    def reached(self) -> bool:
+        """True when the device reached the fence. Never blocks.
+
+        Needs the backend's ``event_query``; without it, :class:`~eventapi.UnsupportedError`.
+        Raises :class:`~eventapi.EventStateError` after ``close()``.
+        """
+        if self._closed:
+            self._refuse_closed("reached")
+        query = self._require_query("reached()")
+        if self._reached:
+            return True
+        event = self._enter("reached")
+        try:
+            done = query.event_query(event)
+            if done:
+                self._mark_reached()
+            return done
+        finally:
+            self._leave()
+
+    def wait_on(self, stream: S) -> None:
+        """Make ``stream`` wait on the device until the fence is reached; the host does not block.
+
+        Work enqueued on ``stream`` afterwards starts only after the fence. Raises
+        :class:`~eventapi.EventStateError` after ``close()`` and the backend's
+        :class:`~eventapi.DriverError` when it refuses the dependency.
+        """
+        event = self._enter("wait_on")
+        try:
+            self._api.stream_wait_event(stream, event)
+        finally:
+            self._leave()
+
+    async def wait_async(self) -> None:
+        """Wait for the fence from a coroutine without blocking the event loop.
+
+        With ``event_query`` the fence is polled between :func:`asyncio.sleep` calls (20 µs
+        backing off to 1 ms; the loop's own timer resolution, about 1 ms, bounds it in
+        practice), so no thread is tied up however many fences are awaited. Without it,
+        ``event_wait`` runs in the loop's default executor; a cancelled ``wait_async`` then
+        leaves that thread waiting until the fence is reached (the fence stays valid for it
+        until then, even if closed). Raises as :meth:`wait` does.
+        """
+        if self._closed:
+            self._refuse_closed("wait_async")
+        if self._reached:
+            return
+        event = self._enter("wait_async")
+        if self._query is None:
+            try:
+                loop = asyncio.get_running_loop()
+                future = loop.run_in_executor(None, self._wait_then_leave, event)
+            except BaseException:
+                self._leave()
+                raise
+            # The executor thread leaves the fence when event_wait returns, so a cancelled
+            # await does not let close() destroy the event under that thread.
+            await future
+            return
+        try:
+            query = self._query
+            delay = _POLL_FIRST_S
+            while not query.event_query(event):
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _POLL_MAX_S)
+            self._mark_reached()
+        finally:
+            self._leave()
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Destroy the event and drop the ``keep_alive`` objects. Idempotent; never raises.
+
+        A wait in progress on another thread finishes normally, and the event is destroyed when
+        the last such call returns. A destroy failure is logged on the ``eventapi`` logger.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._keep_alive = None
+            now = self._users == 0 and not self._destroyed
+            if now:
+                self._destroyed = True
+        if now:
+            _destroy_logged(self._api, self._event, "on close")
+
+    def __enter__(self) -> EventFence[E, S]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Safety net for a fence dropped unclosed. Nothing is in flight (a call in flight holds
+        # the fence), and at interpreter shutdown the driver may be gone: leave it to the OS.
+        try:
+            destroyed = self._destroyed
+        except AttributeError:  # the refused public constructor: nothing was created
+            return
+        if destroyed or sys.is_finalizing():
+            return
+        self._destroyed = True
+        _destroy_logged(self._api, self._event, "when the unclosed fence was garbage collected")
+
+    def __repr__(self) -> str:
+        try:
+            backend = self._api.BACKEND
+        except AttributeError:
+            return "<EventFence (uninitialised)>"
+        if self._closed:
+            state = "closed"
+        elif self._reached:
+            state = "reached"
+        else:
+            state = "pending"
+        return f"<EventFence {backend} {state} event={self._event!r}>"
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _enter(self, call: str) -> E:
+        with self._lock:
+            if self._closed:
+                self._refuse_closed(call)
+            self._users += 1
+        return self._event
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._closed and self._users == 0 and not self._destroyed
+            if last:
+                self._destroyed = True
+        if last:
+            # close() was called while this call was in flight and has returned already; this
+            # thread destroys, and a failure belongs to nobody's call, so it is logged.
+            _destroy_logged(self._api, self._event, "after the last wait on the closed fence")
+
+    def _wait_then_leave(self, event: E) -> None:
+        try:
+            self._api.event_wait(event)
+            self._mark_reached()
+        finally:
+            self._leave()
+
+    def _mark_reached(self) -> None:
+        self._reached = True
+        self._keep_alive = None
+
+    def _refuse_closed(self, call: str) -> NoReturn:
+        raise EventStateError(
+            f"{self._api.BACKEND}: EventFence.{call} refused: the fence is closed and its event "
+            "destroyed; record a new fence with EventFence.record(api, stream)"
+        )
+
+    def _require_query(self, call: str) -> SupportsEventQuery[E]:
+        query = self._query
+        if query is None:
+            raise UnsupportedError(
+                f"{self._api.BACKEND}: EventFence.{call} needs the event_query capability "
+                "(eventapi.SupportsEventQuery), which this backend lacks; use wait() with no "
+                "timeout, or a backend that has event_query"
+            )
+        return query
+
+    def _poll(self, event: E, timeout: float) -> None:
+        query = self._require_query("wait(timeout=...)")
+        # Bounds: see _POLL_FIRST_S and _POLL_MAX_S.
+        if query.event_query(event):
+            return
+        deadline = time.monotonic() + timeout
+        delay = _POLL_FIRST_S
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"{self._api.BACKEND}: fence not reached within {timeout:g} s; the stream "
+                    "it was recorded into is still busy (wait longer, or look for work on it "
+                    "that never finishes)"
+                )
+            time.sleep(min(delay, remaining))
+            if query.event_query(event):
+                return
+            delay = min(delay * 2, _POLL_MAX_S)
+
+
+def _destroy_logged(api: EventApi[Any, Any], event: object, when: str) -> None:
+    try:
+        api.event_destroy(event)
+    except Exception:
+        _log.warning(
+            "%s: destroying fence event %r %s failed; the event is abandoned",
+            api.BACKEND,
+            event,
+            when,
+            exc_info=True,
+        )

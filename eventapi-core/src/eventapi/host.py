@@ -1,0 +1,554 @@
+"""The ``host`` backend: streams are worker threads, events are ``perf_counter_ns`` stamps.
+
+The embedded default and the reference implementation of :class:`eventapi.EventApi`. It needs
+no device, so everything above the protocol can be tested anywhere, and it has all three
+optional capabilities plus the test aids a project that *uses* eventapi needs.
+
+Semantics (CUDA's, where the protocol is silent):
+
+* A stream is a daemon worker thread draining a queue in order. Enqueueing (``event_record``,
+  ``stream_wait_event``, ``stream_launch_host_func``) returns at once.
+* An event is stamped with :func:`time.perf_counter_ns` (``CLOCK_MONOTONIC`` on Linux) when the
+  worker reaches its record. Re-recording an event marks the latest record: a wait, query or
+  elapsed reading after the re-record refers to the new record. ``stream_wait_event`` captures
+  the record current when it is enqueued; a later re-record does not move it.
+* Waiting on an event recorded into another stream works; so does recording one event into
+  several streams (the latest record counts).
+* ``event_wait`` and ``stream_synchronize`` block on :mod:`threading` primitives, so they
+  release the GIL. Calling either from a host function (on a worker thread) is refused, as the
+  drivers refuse device calls from a callback: it could only deadlock.
+* ``stream_destroy`` with work pending returns at once; the worker finishes the queue, then
+  exits. Destroying an event with a record pending is allowed.
+* ``stream_launch_host_func(stream, fn)`` runs ``fn()`` on the worker; later work on the stream
+  waits for it. An exception from ``fn`` is logged on the ``eventapi`` logger (ERROR, with the
+  traceback) and not propagated; the worker goes on. A worker never dies on a bad op.
+* Simulated graph capture: between :meth:`HostBackend.begin_capture` and
+  :meth:`HostBackend.end_capture` the stream's enqueued work is captured, not executed (and
+  never runs: there is no graph launch). An event recorded into a capturing stream becomes a
+  *captured* event until it is recorded again outside a capture.
+
+The errors it raises (:class:`~eventapi.DriverError` with ``backend="host"``, ``call`` the
+protocol method's name, codes chosen to match CUDA's numbers so a log reads the same):
+
+* ``2 OUT_OF_MEMORY``: ``stream_create_non_blocking`` could not start a worker thread.
+* ``401 ILLEGAL_STATE``: ``begin_capture`` on a capturing stream, ``end_capture`` on one
+  that is not.
+* ``600 NOT_READY`` (``not_ready`` true): ``event_elapsed`` or
+  :meth:`HostBackend.stamp_ns` on an event whose latest record was not reached yet.
+* ``800 NOT_PERMITTED``: a blocking call (``event_wait`` on an unreached event,
+  ``stream_synchronize`` on a busy stream) made from a host function, where it could only
+  deadlock.
+* ``900 STREAM_CAPTURE_UNSUPPORTED``: ``stream_synchronize`` on a capturing stream.
+* ``907 CAPTURED_EVENT``: ``event_wait``, ``event_query``, ``event_elapsed``, ``stamp_ns``,
+  or ``stream_wait_event`` from a stream that is not capturing, on a captured event.
+* ``999 INJECTED_FAULT``: the default error of :meth:`HostBackend.inject_fault`.
+
+Closed, foreign and never-recorded handles are refused with :class:`~eventapi.EventStateError`
+by :class:`~eventapi.driverkit.DriverBackend` before any of the above is reached.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, final
+
+from ._errors import DriverError, EventStateError
+from .driverkit import DriverBackend, Event, Stream
+
+if TYPE_CHECKING:
+    from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
+
+__all__ = ["HostBackend"]
+
+_log = logging.getLogger("eventapi")
+_now = time.perf_counter_ns
+_ids = itertools.count(1)
+
+# The methods HostBackend.inject_fault can make fail: the protocol and its capabilities.
+_FAULTABLE: Final = (
+    "event_create",
+    "event_destroy",
+    "event_elapsed",
+    "event_query",
+    "event_record",
+    "event_wait",
+    "stream_create_non_blocking",
+    "stream_destroy",
+    "stream_is_capturing",
+    "stream_launch_host_func",
+    "stream_synchronize",
+    "stream_wait_event",
+)
+
+# Op kinds other than a record (a record is its own op: a _Record in the queue).
+_HOST_FUNC: Final = 0
+_WAIT: Final = 1
+
+# Set on worker threads, so blocking calls from a host function are refused instead of hanging.
+_worker_thread = threading.local()
+
+
+@final
+class _StreamState:
+    """A stream's queue and counters; everything here is guarded by ``lock``."""
+
+    __slots__ = (
+        "capturing",
+        "completed",
+        "done",
+        "enqueued",
+        "idle",
+        "lock",
+        "queue",
+        "sleepers",
+        "stopping",
+        "work",
+    )
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # Two conditions on one lock: the worker sleeps on `work`, waiters on `done`, so waking
+        # the worker never wakes a waiter instead (Condition.notify picks an arbitrary sleeper).
+        self.work = threading.Condition(self.lock)
+        self.done = threading.Condition(self.lock)
+        self.queue: deque[_Record | tuple[int, Any]] = deque()
+        self.enqueued = 0
+        self.completed = 0
+        self.sleepers = 0  # threads waiting on `done`; the worker notifies only when nonzero
+        self.idle = False
+        self.capturing = False
+        self.stopping = False
+
+    def push(self, op: _Record | tuple[int, Any]) -> None:
+        # Caller holds self.lock.
+        self.queue.append(op)
+        self.enqueued += 1
+        if self.idle:
+            self.work.notify()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            self.capturing = False
+            if self.idle:
+                self.work.notify()
+
+
+@final
+class _Record:
+    """One record of an event: the op in the queue, and the stamp once the worker reached it."""
+
+    __slots__ = ("stamp", "state")
+
+    def __init__(self, state: _StreamState | None) -> None:
+        self.state = state  # None only for _CAPTURED
+        self.stamp: int | None = None
+
+
+# The record of an event recorded into a capturing stream: never reached, refused by waits.
+_CAPTURED: Final = _Record(None)
+
+
+@final
+class _HostEvent:
+    """The raw event: which record is the latest."""
+
+    __slots__ = ("id", "latest")
+
+    def __init__(self) -> None:
+        self.id = next(_ids)
+        self.latest: _Record | None = None
+
+    def __repr__(self) -> str:
+        return f"#{self.id}"
+
+
+@final
+class _Worker:
+    """The raw stream: a worker thread's state.
+
+    The thread holds only the state, never this object, so a stream handle that is dropped (or
+    whose destroy failed) still lets its thread finish the queue and exit.
+    """
+
+    __slots__ = ("__weakref__", "id", "state")
+
+    def __init__(self) -> None:
+        self.id = next(_ids)
+        self.state = _StreamState()
+
+    def __repr__(self) -> str:
+        return f"#{self.id}"
+
+
+def _drain(state: _StreamState) -> None:
+    """A worker thread's body: run the queue in order until stopped and empty."""
+    _worker_thread.active = True
+    lock = state.lock
+    queue = state.queue
+    now = _now
+    lock.acquire()
+    try:
+        while True:
+            if not queue:
+                if state.stopping:
+                    return
+                state.idle = True
+                state.work.wait()
+                state.idle = False
+                continue
+            op = queue.popleft()
+            if type(op) is _Record:
+                # Stamped under the lock: a waiter that saw no stamp is already asleep on `done`.
+                op.stamp = now()
+            else:
+                lock.release()
+                try:
+                    _run(op)
+                finally:
+                    lock.acquire()
+            state.completed += 1
+            if state.sleepers:
+                state.done.notify_all()
+    finally:
+        state.done.notify_all()
+        lock.release()
+
+
+def _run(op: tuple[int, Any]) -> None:
+    kind, arg = op
+    try:
+        if kind == _HOST_FUNC:
+            arg()
+        else:
+            _wait_reached(arg)
+    # A worker never dies: whatever a host function raises (even SystemExit) is logged.
+    except BaseException:
+        if kind == _HOST_FUNC:
+            _log.error(
+                "host: host function %r raised; the stream went on with its later work",
+                arg,
+                exc_info=True,
+            )
+        else:
+            _log.error("host: a stream wait failed; the stream went on", exc_info=True)
+
+
+def _wait_reached(record: _Record) -> None:
+    """Block the calling thread until ``record`` is stamped."""
+    if record.stamp is not None:
+        return
+    state = record.state
+    assert state is not None  # callers screen _CAPTURED out
+    with state.lock:
+        while record.stamp is None:
+            state.sleepers += 1
+            try:
+                state.done.wait()
+            finally:
+                state.sleepers -= 1
+
+
+def _error(
+    call: str, code: int, name: str, message: str, *, not_ready: bool = False
+) -> DriverError:
+    return DriverError("host", call, code, name, message, not_ready=not_ready)
+
+
+def _latest(event: _HostEvent, call: str) -> _Record:
+    record = event.latest
+    if record is None:  # DriverBackend refuses never-recorded events before this
+        raise EventStateError(f"host: {call} refused event {event!r}: it was never recorded")
+    if record is _CAPTURED:
+        raise _error(
+            call,
+            907,
+            "CAPTURED_EVENT",
+            f"event {event!r} was last recorded into a stream capturing a graph, so it has no "
+            "timestamp to wait for or read; record it again outside the capture",
+        )
+    return record
+
+
+def _refuse_on_worker(call: str) -> None:
+    if getattr(_worker_thread, "active", False):
+        raise _error(
+            call,
+            800,
+            "NOT_PERMITTED",
+            "called from a host function; a host function must not block on the device "
+            "(it would wait on its own stream); do the wait on another thread",
+        )
+
+
+@final
+class HostBackend(DriverBackend[_HostEvent, _Worker]):
+    """The ``host`` backend: the protocol, all three capabilities and the test aids.
+
+    One object is a self-contained "device": its handles are refused by any other object.
+    Every method may be called from any thread. See the module docstring for the semantics and
+    the errors.
+    """
+
+    BACKEND = "host"
+
+    def __init__(self) -> None:
+        super().__init__()
+        # method name -> pending faults (None: the default error); guarded by self._lock.
+        self._faults: dict[str, deque[DriverError | None]] = {}
+
+    def __repr__(self) -> str:
+        events, streams = self.live_handles()
+        return f"<HostBackend live events={events} streams={streams}>"
+
+    # -- test aids ------------------------------------------------------------------------------
+
+    def inject_fault(
+        self, method: str, *, count: int = 1, error: DriverError | None = None
+    ) -> None:
+        """Make the next ``count`` calls of protocol method ``method`` raise a DriverError.
+
+        The call raises before it does anything in the backend (nothing is created, queued or
+        released), but after the handle checks: a call refused with
+        :class:`~eventapi.EventStateError` does not consume a fault. ``error`` is raised (a
+        copy of it, each time) instead of the default ``INJECTED_FAULT`` (999) error. Faults
+        add up: a second call queues more. Raises :class:`ValueError` for a name that is not
+        one of the twelve protocol and capability methods, or a ``count`` below 1.
+        """
+        if method not in _FAULTABLE:
+            raise ValueError(
+                f"inject_fault: {method!r} is not a protocol method of the host backend; "
+                f"use one of: {', '.join(_FAULTABLE)}"
+            )
+        if count < 1:
+            raise ValueError(f"inject_fault: count must be at least 1, got {count}")
+        if error is not None and not isinstance(error, DriverError):
+            raise TypeError(f"inject_fault: error must be a DriverError, got {error!r}")
+        with self._lock:
+            self._faults.setdefault(method, deque()).extend([error] * count)
+
+    def begin_capture(self, stream: Stream[_Worker] | object) -> None:
+        """Start a simulated graph capture on ``stream``.
+
+        Until :meth:`end_capture`, work enqueued on the stream is captured and never executed,
+        ``stream_is_capturing`` is true, and an event recorded into it becomes a captured event
+        (``CAPTURED_EVENT`` on wait, query and elapsed). Work enqueued before keeps running.
+        Raises DriverError ``ILLEGAL_STATE`` if the stream is already capturing.
+        """
+        handle = self._stream(stream, "begin_capture")
+        state = self._enter(handle, "begin_capture").state
+        try:
+            with state.lock:
+                if state.capturing:
+                    raise _error(
+                        "begin_capture",
+                        401,
+                        "ILLEGAL_STATE",
+                        f"stream {handle!r} is already capturing; call end_capture(stream) first",
+                    )
+                state.capturing = True
+        finally:
+            self._leave(handle)
+
+    def end_capture(self, stream: Stream[_Worker] | object) -> None:
+        """End the capture begun by :meth:`begin_capture`; captured work is discarded.
+
+        Raises DriverError ``ILLEGAL_STATE`` if the stream is not capturing.
+        """
+        handle = self._stream(stream, "end_capture")
+        state = self._enter(handle, "end_capture").state
+        try:
+            with state.lock:
+                if not state.capturing:
+                    raise _error(
+                        "end_capture",
+                        401,
+                        "ILLEGAL_STATE",
+                        f"stream {handle!r} is not capturing; call begin_capture(stream) first",
+                    )
+                state.capturing = False
+        finally:
+            self._leave(handle)
+
+    def stamp_ns(self, event: Event[_HostEvent]) -> int:
+        """The :func:`time.perf_counter_ns` value the worker stamped for ``event``'s latest record.
+
+        The truth a test compares readings against. Never blocks. Raises
+        :class:`~eventapi.EventStateError` for a never-recorded, closed or foreign event, and
+        DriverError ``NOT_READY`` (``not_ready`` true) when the latest record was not reached
+        yet (as ``event_elapsed`` does), ``CAPTURED_EVENT`` for a captured event.
+        """
+        raw = self._enter_event(event, "stamp_ns", need_recorded=True)
+        try:
+            stamp = _latest(raw, "stamp_ns").stamp
+            if stamp is None:
+                raise _error(
+                    "stamp_ns",
+                    600,
+                    "NOT_READY",
+                    f"event {raw!r} has not been reached yet; wait for it first",
+                    not_ready=True,
+                )
+            return stamp
+        finally:
+            self._leave(event)
+
+    # -- the driver calls -----------------------------------------------------------------------
+
+    def _fault(self, method: str) -> None:
+        with self._lock:
+            pending = self._faults.get(method)
+            if not pending:
+                return
+            error = pending.popleft()
+            if not pending:
+                del self._faults[method]
+        if error is None:
+            raise _error(
+                method,
+                999,
+                "INJECTED_FAULT",
+                f"fault injected by inject_fault({method!r})",
+            )
+        raise copy.copy(error)
+
+    def _raw_event_create(self) -> _HostEvent:
+        if self._faults:
+            self._fault("event_create")
+        return _HostEvent()
+
+    def _raw_event_destroy(self, event: _HostEvent) -> None:
+        if self._faults:
+            self._fault("event_destroy")
+        event.latest = None
+
+    def _raw_event_record(self, event: _HostEvent, stream: _Worker) -> None:
+        if self._faults:
+            self._fault("event_record")
+        state = stream.state
+        with state.lock:
+            if state.capturing:
+                event.latest = _CAPTURED
+                return
+            record = _Record(state)
+            state.push(record)
+            event.latest = record
+
+    def _raw_event_wait(self, event: _HostEvent) -> None:
+        if self._faults:
+            self._fault("event_wait")
+        record = _latest(event, "event_wait")
+        if record.stamp is None:
+            _refuse_on_worker("event_wait")
+            _wait_reached(record)
+
+    def _raw_event_query(self, event: _HostEvent) -> bool:
+        if self._faults:
+            self._fault("event_query")
+        return _latest(event, "event_query").stamp is not None
+
+    def _raw_event_elapsed_ns(self, start: _HostEvent, end: _HostEvent) -> int:
+        if self._faults:
+            self._fault("event_elapsed")
+        start_ns = _latest(start, "event_elapsed").stamp
+        end_ns = _latest(end, "event_elapsed").stamp
+        if start_ns is None or end_ns is None:
+            which = start if start_ns is None else end
+            raise _error(
+                "event_elapsed",
+                600,
+                "NOT_READY",
+                f"event {which!r} has not been reached yet; wait for the end event first",
+                not_ready=True,
+            )
+        return end_ns - start_ns
+
+    def _raw_stream_wait_event(self, stream: _Worker, event: _HostEvent) -> None:
+        if self._faults:
+            self._fault("stream_wait_event")
+        state = stream.state
+        with state.lock:
+            if state.capturing:
+                return  # captured into the graph, as CUDA joins a captured event
+            record = _latest(event, "stream_wait_event")
+            if record.stamp is None:
+                state.push((_WAIT, record))
+
+    def _raw_stream_synchronize(self, stream: _Worker) -> None:
+        if self._faults:
+            self._fault("stream_synchronize")
+        state = stream.state
+        with state.lock:
+            if state.capturing:
+                raise _error(
+                    "stream_synchronize",
+                    900,
+                    "STREAM_CAPTURE_UNSUPPORTED",
+                    f"stream {stream!r} is capturing a graph and cannot be synchronized; "
+                    "call end_capture(stream) first",
+                )
+            target = state.enqueued
+            if state.completed >= target:
+                return
+            _refuse_on_worker("stream_synchronize")
+            while state.completed < target:
+                state.sleepers += 1
+                try:
+                    state.done.wait()
+                finally:
+                    state.sleepers -= 1
+
+    def _raw_stream_create_non_blocking(self) -> _Worker:
+        if self._faults:
+            self._fault("stream_create_non_blocking")
+        worker = _Worker()
+        thread = threading.Thread(
+            target=_drain,
+            args=(worker.state,),
+            name=f"eventapi-host-stream-{worker.id}",
+            daemon=True,
+        )
+        try:
+            thread.start()
+        except RuntimeError as exc:  # the interpreter could not start another thread
+            raise _error(
+                "stream_create_non_blocking",
+                2,
+                "OUT_OF_MEMORY",
+                f"could not start the stream's worker thread ({exc}); destroy unused streams",
+            ) from exc
+        # Safety net: a raw stream dropped without a successful destroy still stops its thread.
+        weakref.finalize(worker, worker.state.stop).atexit = False
+        return worker
+
+    def _raw_stream_destroy(self, stream: _Worker) -> None:
+        if self._faults:
+            self._fault("stream_destroy")
+        stream.state.stop()
+
+    def _raw_stream_is_capturing(self, stream: _Worker) -> bool:
+        if self._faults:
+            self._fault("stream_is_capturing")
+        return stream.state.capturing
+
+    def _raw_launch_host_func(self, stream: _Worker, fn: Callable[[], object]) -> None:
+        if self._faults:
+            self._fault("stream_launch_host_func")
+        state = stream.state
+        with state.lock:
+            if not state.capturing:
+                state.push((_HOST_FUNC, fn))
+
+
+if TYPE_CHECKING:
+    _check: EventApi[Event[_HostEvent], Stream[_Worker]] = HostBackend()
+    _query: SupportsEventQuery[Event[_HostEvent]] = HostBackend()
+    _capture: SupportsCaptureCheck[Stream[_Worker]] = HostBackend()
+    _host_func: SupportsHostFunc[Stream[_Worker]] = HostBackend()

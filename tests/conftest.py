@@ -1,0 +1,28 @@
+"""Fixtures shared by the core tests: a fresh host backend that must end with nothing live."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from eventapi.driverkit import Stream
+from eventapi.host import HostBackend
+
+
+@pytest.fixture
+def host() -> Iterator[HostBackend]:
+    """A fresh HostBackend; the test fails at teardown if it left an event or stream alive."""
+    api = HostBackend()
+    yield api
+    assert api.live_handles() == (0, 0), "the test leaked host handles"
+
+
+@pytest.fixture
+def host_stream(host: HostBackend) -> Iterator[Stream[Any]]:
+    """A stream of ``host``, destroyed after the test (before ``host`` counts what is live)."""
+    stream = host.stream_create_non_blocking()
+    yield stream
+    if not stream.closed:
+        host.stream_destroy(stream)

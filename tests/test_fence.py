@@ -1,0 +1,599 @@
+"""EventFence through its public surface, on the host backend and on a protocol-only backend.
+
+Streams are held with a host function blocked on a :class:`threading.Event`; threads are ordered
+with events and joins, never with sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import logging
+import queue
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from eventapi import (
+    CaptureError,
+    DriverError,
+    EventApi,
+    EventFence,
+    EventStateError,
+    SupportsCaptureCheck,
+    SupportsEventQuery,
+    UnsupportedError,
+)
+from eventapi.driverkit import Stream
+from eventapi.host import HostBackend
+
+# Bounds a broken build's hang; never decides whether a working one passes.
+HANG_S = 10.0
+
+
+class Buffer:
+    """Stands in for memory the device still reads: weakly referenceable, so tests see it go."""
+
+
+class PlainBackend:
+    """The nine protocol calls and nothing else, delegated to a real HostBackend.
+
+    No ``event_query``, ``stream_is_capturing`` or host functions, so the fence must manage
+    without them and do its own in-flight bookkeeping. ``calls`` lists what reached it, in
+    order; ``waiting`` is set when a thread is inside ``event_wait``.
+    """
+
+    BACKEND = "plain"
+
+    def __init__(self, inner: HostBackend) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+        self.waiting = threading.Event()
+
+    def event_create(self) -> Any:
+        self.calls.append("event_create")
+        return self.inner.event_create()
+
+    def event_destroy(self, event: Any) -> None:
+        self.calls.append("event_destroy")
+        self.inner.event_destroy(event)
+
+    def event_record(self, event: Any, stream: Any) -> None:
+        self.calls.append("event_record")
+        self.inner.event_record(event, stream)
+
+    def event_wait(self, event: Any) -> None:
+        self.calls.append("event_wait")
+        self.waiting.set()
+        self.inner.event_wait(event)
+        self.calls.append("event_wait returned")
+
+    def event_elapsed(self, start: Any, end: Any) -> int:
+        self.calls.append("event_elapsed")
+        return self.inner.event_elapsed(start, end)
+
+    def stream_wait_event(self, stream: Any, event: Any) -> None:
+        self.calls.append("stream_wait_event")
+        self.inner.stream_wait_event(stream, event)
+
+    def stream_synchronize(self, stream: Any) -> None:
+        self.calls.append("stream_synchronize")
+        self.inner.stream_synchronize(stream)
+
+    def stream_create_non_blocking(self) -> Any:
+        self.calls.append("stream_create_non_blocking")
+        return self.inner.stream_create_non_blocking()
+
+    def stream_destroy(self, stream: Any) -> None:
+        self.calls.append("stream_destroy")
+        self.inner.stream_destroy(stream)
+
+
+@pytest.fixture
+def gates() -> Iterator[list[threading.Event]]:
+    """Gates the test opens; any left shut are opened at teardown so no stream stays held."""
+    opened: list[threading.Event] = []
+    yield opened
+    for gate in opened:
+        gate.set()
+
+
+@pytest.fixture
+def hold(host: HostBackend, gates: list[threading.Event]) -> Any:
+    """``hold(stream)`` blocks the stream until the returned gate is set."""
+
+    def hold(stream: Stream[Any]) -> threading.Event:
+        gate = threading.Event()
+        gates.append(gate)
+        host.stream_launch_host_func(stream, functools.partial(gate.wait, HANG_S))
+        return gate
+
+    return hold
+
+
+# -- recording and waiting ----------------------------------------------------------------------
+
+
+def test_record_wait_close(host: HostBackend, host_stream: Stream[Any]) -> None:
+    before = time.perf_counter_ns()
+    fence = EventFence.record(host, host_stream)
+    assert fence.api is host
+    assert "closed" not in repr(fence)
+    assert host.live_handles().events == 1
+    fence.wait()
+    assert host.stamp_ns(fence.event) >= before
+    assert fence.reached()
+    fence.close()
+    assert fence.closed
+    assert host.live_handles().events == 0
+
+
+def test_the_constructor_is_not_public() -> None:
+    with pytest.raises(TypeError, match=r"EventFence\.record"):
+        EventFence()
+
+
+def test_reached_and_timed_waits_follow_the_stream(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    gate = hold(host_stream)
+    with EventFence.record(host, host_stream) as fence:
+        assert not fence.reached()
+        assert "pending" in repr(fence)
+        with pytest.raises(TimeoutError, match="not reached within 0 s"):
+            fence.wait(timeout=0)
+        began = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"host: fence not reached within 0\.05 s"):
+            fence.wait(timeout=0.05)
+        waited = time.monotonic() - began
+        # At least the timeout; the upper bound only catches a wait that ignores its deadline
+        # (one more poll of at most 1 ms, plus scheduling on a loaded box).
+        assert 0.05 <= waited < 0.05 + 0.5
+
+        released = time.perf_counter_ns()
+        gate.set()
+        fence.wait(timeout=HANG_S)
+        assert host.stamp_ns(fence.event) >= released
+        assert fence.reached()
+        fence.wait(timeout=0)  # reached: returns at once
+        assert "reached" in repr(fence)
+    assert "closed" in repr(fence)
+    assert "host" in repr(fence)
+
+
+def test_a_fence_is_waited_on_from_other_threads(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    gate = hold(host_stream)
+    fence = EventFence.record(host, host_stream)
+    returned: list[int] = []
+    errors: list[BaseException] = []
+
+    def waiter(timeout: float | None) -> None:
+        try:
+            fence.wait(timeout)
+            returned.append(time.perf_counter_ns())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=waiter, args=(t,)) for t in (None, None, HANG_S, HANG_S)]
+    for thread in threads:
+        thread.start()
+    released = time.perf_counter_ns()
+    gate.set()
+    for thread in threads:
+        thread.join(HANG_S)
+        assert not thread.is_alive(), "a waiter never returned"
+    assert not errors
+    assert len(returned) == 4
+    assert all(t >= host.stamp_ns(fence.event) >= released for t in returned)
+    fence.close()
+
+
+def test_wait_on_makes_another_stream_wait(host: HostBackend, hold: Any) -> None:
+    a, b = host.stream_create_non_blocking(), host.stream_create_non_blocking()
+    gate = hold(a)
+    first = EventFence.record(host, a)
+    first.wait_on(b)  # returns at once although `a` is held
+    second = EventFence.record(host, b)
+    # `second` cannot be reached while `a` is held; a broken dependency would let it through.
+    with pytest.raises(TimeoutError):
+        second.wait(timeout=0.05)
+    first.close()  # the dependency already enqueued outlives the fence
+    with pytest.raises(TimeoutError):
+        second.wait(timeout=0.05)
+    released = time.perf_counter_ns()
+    gate.set()
+    second.wait(timeout=HANG_S)
+    assert host.stamp_ns(second.event) >= released
+    second.close()
+    host.stream_destroy(a)
+    host.stream_destroy(b)
+
+
+def test_a_failed_wait_leaves_the_fence_usable(host: HostBackend, host_stream: Stream[Any]) -> None:
+    fence = EventFence.record(host, host_stream)
+    host.inject_fault("event_wait")
+    with pytest.raises(DriverError, match="INJECTED_FAULT"):
+        fence.wait()
+    assert not fence.closed
+    fence.wait()
+    fence.close()
+
+
+# -- asyncio ------------------------------------------------------------------------------------
+
+
+async def _await_while_the_loop_releases(fence: EventFence[Any, Any], gate: threading.Event) -> int:
+    """Await the fence while another task on the same loop opens the gate; return when it did.
+
+    If wait_async blocked the loop, the opener could not run until the hold timed out on its
+    own, so the fence would be stamped before the returned time.
+    """
+
+    async def opener() -> int:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        released = time.perf_counter_ns()
+        gate.set()
+        return released
+
+    opening = asyncio.create_task(opener())
+    await asyncio.wait_for(fence.wait_async(), HANG_S)
+    return await opening
+
+
+def test_wait_async_polls_without_blocking_the_loop(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    gate = hold(host_stream)
+    with EventFence.record(host, host_stream) as fence:
+        released = asyncio.run(_await_while_the_loop_releases(fence, gate))
+        assert host.stamp_ns(fence.event) >= released
+        assert fence.reached()
+
+
+def test_wait_async_without_event_query_uses_the_executor(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    plain = PlainBackend(host)
+    gate = hold(host_stream)
+    with EventFence.record(plain, host_stream) as fence:
+        released = asyncio.run(_await_while_the_loop_releases(fence, gate))
+        assert host.stamp_ns(fence.event) >= released
+        assert "event_wait returned" in plain.calls
+
+
+# -- keep_alive ---------------------------------------------------------------------------------
+
+
+def test_keep_alive_is_held_until_the_fence_is_seen_reached(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    gate = hold(host_stream)
+    buffer = Buffer()
+    fence = EventFence.record(host, host_stream, keep_alive=[buffer])
+    alive = weakref.ref(buffer)
+    del buffer
+    assert alive() is not None
+    assert not fence.reached()
+    assert alive() is not None  # not reached yet: still held
+    gate.set()
+    fence.wait()
+    assert alive() is None  # reached: dropped
+    fence.close()
+
+
+def test_keep_alive_is_dropped_by_reached(host: HostBackend, host_stream: Stream[Any]) -> None:
+    buffer = Buffer()
+    fence = EventFence.record(host, host_stream, keep_alive=(buffer,))
+    alive = weakref.ref(buffer)
+    del buffer
+    host.stream_synchronize(host_stream)
+    assert alive() is not None  # reached, but nobody looked yet
+    assert fence.reached()
+    assert alive() is None
+    fence.close()
+
+
+def test_keep_alive_is_dropped_by_close(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    gate = hold(host_stream)
+    buffer = Buffer()
+    fence = EventFence.record(host, host_stream, keep_alive=(buffer,))
+    alive = weakref.ref(buffer)
+    del buffer
+    assert alive() is not None
+    fence.close()
+    assert alive() is None
+    gate.set()
+
+
+# -- lifetime -----------------------------------------------------------------------------------
+
+
+def test_close_is_idempotent_and_use_after_close_never_reaches_the_backend(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    plain = PlainBackend(host)
+    with EventFence.record(plain, host_stream) as fence:
+        fence.wait()
+    fence.close()
+    assert fence.closed
+    assert plain.calls.count("event_destroy") == 1
+    seen = list(plain.calls)
+
+    other = host.stream_create_non_blocking()
+    for use in (fence.wait, lambda: fence.wait(1.0), fence.reached, lambda: fence.wait_on(other)):
+        with pytest.raises(EventStateError, match="fence is closed") as info:
+            use()
+        assert "EventFence.record(api, stream)" in str(info.value)
+    with pytest.raises(EventStateError):
+        asyncio.run(fence.wait_async())
+    assert plain.calls == seen
+    host.stream_destroy(other)
+
+
+def test_use_after_close_on_host(host: HostBackend, host_stream: Stream[Any]) -> None:
+    fence = EventFence.record(host, host_stream)
+    fence.close()
+    host.inject_fault("event_query")  # would fire if the fence reached the backend
+    with pytest.raises(EventStateError, match=r"host: EventFence\.reached refused"):
+        fence.reached()
+    with EventFence.record(host, host_stream) as fresh, pytest.raises(DriverError, match="999"):
+        fresh.reached()  # the fault was still pending
+
+
+def test_a_dropped_fence_is_destroyed_by_the_safety_net(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    fence = EventFence.record(host, host_stream)
+    fence.wait()
+    collected = weakref.ref(fence)
+    del fence
+    gc.collect()
+    assert collected() is None  # the safety net does not keep the fence alive
+    assert host.live_handles().events == 0
+
+
+def test_a_destroy_failure_in_the_safety_net_is_logged_not_raised(
+    host: HostBackend, host_stream: Stream[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="eventapi")
+    fence = EventFence.record(host, host_stream)
+    fence.wait()
+    host.inject_fault("event_destroy")
+    del fence  # an exception out of __del__ would fail the test (unraisable hook -> error)
+    gc.collect()
+    [record] = [r for r in caplog.records if r.name == "eventapi"]
+    assert record.levelno == logging.WARNING
+    assert "garbage collected" in record.getMessage()
+    assert record.exc_info is not None
+    assert record.exc_info[0] is DriverError
+    assert host.live_handles().events == 0  # a refused destroy is not retried
+
+
+def test_a_destroy_failure_on_close_is_logged_not_raised(
+    host: HostBackend, host_stream: Stream[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="eventapi")
+    fence = EventFence.record(host, host_stream)
+    host.inject_fault("event_destroy")
+    fence.close()
+    assert fence.closed
+    assert any("on close" in r.getMessage() for r in caplog.records if r.name == "eventapi")
+
+
+# -- record failures leave nothing behind -------------------------------------------------------
+
+
+def test_a_capturing_stream_gets_no_fence(host: HostBackend, host_stream: Stream[Any]) -> None:
+    host.begin_capture(host_stream)
+    try:
+        with pytest.raises(CaptureError, match="capturing a graph") as info:
+            EventFence.record(host, host_stream)
+        assert "after the capture ends" in str(info.value)
+        assert host.live_handles().events == 0
+    finally:
+        host.end_capture(host_stream)
+
+
+def test_a_failed_create_or_record_leaks_nothing(
+    host: HostBackend, host_stream: Stream[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    buffer = Buffer()
+    alive = weakref.ref(buffer)
+    host.inject_fault("event_create")
+    with pytest.raises(DriverError, match="event_create"):
+        EventFence.record(host, host_stream, keep_alive=(buffer,))
+    host.inject_fault("event_record")
+    with pytest.raises(DriverError, match="event_record"):
+        EventFence.record(host, host_stream, keep_alive=(buffer,))
+    assert host.live_handles().events == 0
+    assert not caplog.records
+    del buffer
+    assert alive() is None  # the failed records kept no reference to it
+
+    # The record fails and so does the destroy that cleans up: the record's error is raised,
+    # the destroy's is logged.
+    caplog.set_level(logging.WARNING, logger="eventapi")
+    host.inject_fault("event_record")
+    host.inject_fault("event_destroy")
+    with pytest.raises(DriverError) as info:
+        EventFence.record(host, host_stream)
+    assert info.value.call == "event_record"
+    [record] = [r for r in caplog.records if r.name == "eventapi"]
+    assert "after its record failed" in record.getMessage()
+    assert host.live_handles().events == 0
+
+
+# -- backends without the optional capabilities -------------------------------------------------
+
+
+def test_a_protocol_only_backend(host: HostBackend, host_stream: Stream[Any]) -> None:
+    plain = PlainBackend(host)
+    api: EventApi[Any, Any] = plain
+    assert not isinstance(api, SupportsEventQuery)
+    assert not isinstance(api, SupportsCaptureCheck)
+    with EventFence.record(plain, host_stream) as fence:
+        for needs_query in (fence.reached, lambda: fence.wait(timeout=1.0)):
+            with pytest.raises(UnsupportedError) as info:
+                needs_query()
+            assert "plain" in str(info.value)
+            assert "event_query" in str(info.value)
+            assert isinstance(info.value, NotImplementedError)
+        fence.wait()
+        with pytest.raises(UnsupportedError):  # still, once the fence was seen reached
+            fence.reached()
+    assert plain.calls == [
+        "event_create",
+        "event_record",
+        "event_wait",
+        "event_wait returned",
+        "event_destroy",
+    ]
+
+
+def test_close_while_another_thread_waits_defers_the_destroy(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    # A protocol-only backend does no deferring of its own: the fence must not destroy the
+    # event under the waiter.
+    plain = PlainBackend(host)
+    gate = hold(host_stream)
+    fence = EventFence.record(plain, host_stream)
+    outcome: list[BaseException | None] = []
+
+    def waiter() -> None:
+        try:
+            fence.wait()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert plain.waiting.wait(HANG_S), "the waiter never reached event_wait"
+    fence.close()  # returns at once; the waiter is still inside event_wait
+    assert fence.closed
+    assert "event_destroy" not in plain.calls
+    gate.set()
+    thread.join(HANG_S)
+    assert not thread.is_alive()
+    assert outcome == [None]  # the wait finished normally
+    assert plain.calls[-2:] == ["event_wait returned", "event_destroy"]
+    assert host.live_handles().events == 0
+
+
+def _blocked_in_event_wait(thread: threading.Thread) -> bool:
+    """True once ``thread`` is inside the backend's ``event_wait`` (polled, with a deadline)."""
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread.ident or 0)
+        while frame is not None:
+            if frame.f_code.co_name == "event_wait":
+                return True
+            frame = frame.f_back
+        time.sleep(0.001)
+    return False
+
+
+def test_close_while_a_host_waiter_blocks(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    gate = hold(host_stream)
+    fence = EventFence.record(host, host_stream)
+    outcome: list[BaseException | None] = []
+
+    def waiter() -> None:
+        try:
+            fence.wait()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert _blocked_in_event_wait(thread)
+    fence.close()
+    assert host.live_handles().events == 1  # not destroyed under the waiter
+    released = time.perf_counter_ns()
+    gate.set()
+    thread.join(HANG_S)
+    assert not thread.is_alive()
+    assert outcome == [None]  # the wait finished normally ...
+    assert host.live_handles().events == 0  # ... and the event was destroyed after it
+    assert time.perf_counter_ns() >= released
+
+
+# -- many threads -------------------------------------------------------------------------------
+
+
+def test_many_threads_wait_on_many_fences(host: HostBackend, host_stream: Stream[Any]) -> None:
+    fences_n, waiters_n = 1000, 8
+    passed = [False] * fences_n  # set by a host function enqueued right before each fence
+    inboxes: list[queue.SimpleQueue[tuple[int, EventFence[Any, Any]]]] = [
+        queue.SimpleQueue() for _ in range(waiters_n)
+    ]
+    fences: list[EventFence[Any, Any]] = []
+    errors: list[BaseException | str] = []
+    # The stream starts held, so every waiter blocks on the first fences; it is released halfway
+    # through recording, while waits and records go on together.
+    gate = threading.Event()
+    host.stream_launch_host_func(host_stream, functools.partial(gate.wait, HANG_S))
+
+    def recorder() -> None:
+        try:
+            for i in range(fences_n):
+                if i == fences_n // 2:
+                    gate.set()
+                host.stream_launch_host_func(
+                    host_stream, functools.partial(passed.__setitem__, i, True)
+                )
+                fence = EventFence.record(host, host_stream)
+                fences.append(fence)
+                for inbox in inboxes:
+                    inbox.put((i, fence))
+        except BaseException as exc:
+            errors.append(exc)
+
+    def waiter(k: int) -> None:
+        try:
+            for _ in range(fences_n):
+                i, fence = inboxes[k].get(timeout=HANG_S)
+                if k % 3 == 0:
+                    fence.wait()
+                elif k % 3 == 1:
+                    fence.wait(timeout=HANG_S)
+                elif not fence.reached():
+                    fence.wait()
+                # Only after the fence was really reached: the work before it ran, and the
+                # worker stamped it (stamp_ns raises not_ready otherwise).
+                if not passed[i]:
+                    errors.append(f"waiter {k} returned before fence {i} was reached")
+                host.stamp_ns(fence.event)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=waiter, args=(k,)) for k in range(waiters_n)]
+    threads.append(threading.Thread(target=recorder))
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join(60)
+            assert not thread.is_alive(), "deadlock: a thread did not finish within 60 s"
+    finally:
+        gate.set()
+    assert errors == []
+    assert len(fences) == fences_n
+    for fence in fences:
+        fence.close()
+    assert host.live_handles() == (0, 1)
