@@ -18,6 +18,13 @@ safe to call from Python:
 * live handles are counted, so tests can prove nothing leaks;
 * negative elapsed readings are clamped to zero.
 
+For a backend on a C driver binding whose calls return a tuple led by a status code, this
+module also re-exports the pieces such a backend would otherwise write again (from
+:mod:`eventapi._native`): :class:`DriverCalls` (status checks and error translation with the
+driver's own names), :func:`launch_host_func` (the host-function trampoline),
+:func:`foreign_stream_handle` (framework streams and raw handles), :func:`ms_to_ns`, and the
+probe helpers :func:`open_driver_library` and :func:`c_int_out`.
+
 The ``host`` backend, ``cuda`` and ``hip`` are all built on it. A third-party backend may use it
 or satisfy the protocol directly; the conformance kit checks the behaviour, not the base class.
 """
@@ -32,11 +39,32 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, final
 
 from ._errors import EventStateError
+from ._native import (
+    DriverCalls,
+    c_int_out,
+    foreign_stream_handle,
+    launch_host_func,
+    ms_to_ns,
+    open_driver_library,
+    pending_host_funcs,
+)
 
 if TYPE_CHECKING:
     from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
 
-__all__ = ["DriverBackend", "Event", "LiveHandles", "Stream"]
+__all__ = [
+    "DriverBackend",
+    "DriverCalls",
+    "Event",
+    "LiveHandles",
+    "Stream",
+    "c_int_out",
+    "foreign_stream_handle",
+    "launch_host_func",
+    "ms_to_ns",
+    "open_driver_library",
+    "pending_host_funcs",
+]
 
 _log = logging.getLogger("eventapi")
 

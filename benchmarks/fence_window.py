@@ -1,0 +1,222 @@
+"""What eventapi costs over the raw binding: a fence, and a profiler window.
+
+Usage: ``python benchmarks/fence_window.py BACKEND [--n N] [--reps R] [--batch B] [--json F]``
+with BACKEND ``cuda`` or ``hip`` (``host`` too, for eventapi's side only: it has no binding).
+
+Each operation is done through eventapi and through the same binding calls written by hand
+(``cuda.bindings.driver`` or ``hip.hip``, status checked as a careful caller would), in one
+process, on one stream, interleaved: every repetition times each variant once, and the table
+reports the median per operation and the ratio of the medians.
+
+* fence: create an event, record it, wait for it, destroy it. eventapi:
+  ``EventFence.record(api, stream)``, ``wait()``, ``close()``.
+* window: open and close a profiling window (two records into the stream), with the read-back
+  amortized: every ``--batch`` windows one collect waits for the last one, reads two elapsed
+  times per window and takes the anchor (``ANCHOR_SAMPLES`` bracketed record-and-wait samples,
+  the same number in both variants). eventapi: ``with prof.window(...)`` and
+  ``prof.collect()``; the raw variant reuses its events from a pool, as the profiler does.
+
+On the emulated drivers (``LD_PRELOAD=build/emulated/libcuda.so.1``) a driver call is a few
+hundred nanoseconds and a wait is a thread hand-off, so the ratio is an upper bound of what
+eventapi adds on a real device, where the driver's own costs are larger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import eventapi
+from eventapi import EventFence, EventProfiler
+from eventapi._anchor import ANCHOR_SAMPLES
+
+
+@dataclass(frozen=True)
+class Raw:
+    """The binding's own calls, each returning the binding's ``(status, *values)`` tuple."""
+
+    create: Callable[[], Any]
+    record: Callable[[Any, Any], Any]
+    synchronize: Callable[[Any], Any]
+    destroy: Callable[[Any], Any]
+    elapsed: Callable[[Any, Any], Any]
+
+
+def raw_calls(backend: str) -> Raw | None:
+    """The raw binding calls for ``backend``, or None when it has no binding."""
+    if backend == "cuda":
+        from cuda.bindings import driver as cu
+
+        return Raw(
+            partial(cu.cuEventCreate, 0),
+            cu.cuEventRecord,
+            cu.cuEventSynchronize,
+            cu.cuEventDestroy,
+            cu.cuEventElapsedTime,
+        )
+    if backend == "hip":
+        from hip import hip
+
+        binding: Any = hip
+        return Raw(
+            partial(binding.hipEventCreateWithFlags, 0),
+            binding.hipEventRecord,
+            binding.hipEventSynchronize,
+            binding.hipEventDestroy,
+            binding.hipEventElapsedTime,
+        )
+    return None
+
+
+def ok(result: Any) -> Any:
+    """The binding's result value, raising on a non-zero status as a careful caller would."""
+    if result[0]:
+        raise RuntimeError(f"driver call failed: {result[0]!r}")
+    return result[1] if len(result) == 2 else None
+
+
+# -- the operations, each timed over n iterations ---------------------------------------------
+
+
+def fence_eventapi(api: Any, stream: Any, n: int) -> None:
+    for _ in range(n):
+        fence = EventFence.record(api, stream)
+        fence.wait()
+        fence.close()
+
+
+def fence_raw(raw: Raw, stream: Any, n: int) -> None:
+    for _ in range(n):
+        event = ok(raw.create())
+        ok(raw.record(event, stream))
+        ok(raw.synchronize(event))
+        ok(raw.destroy(event))
+
+
+def window_eventapi(profiler: EventProfiler[Any, Any], n: int, batch: int) -> None:
+    for i in range(n):
+        with profiler.window("w"):
+            pass
+        if (i + 1) % batch == 0:
+            profiler.collect()
+    profiler.collect()
+
+
+def window_raw(raw: Raw, stream: Any, pool: list[Any], n: int, batch: int) -> None:
+    pending: list[tuple[Any, Any]] = []
+    for i in range(n):
+        start, end = pool.pop(), pool.pop()
+        ok(raw.record(start, stream))
+        ok(raw.record(end, stream))
+        pending.append((start, end))
+        if (i + 1) % batch == 0 or i == n - 1:
+            _collect_raw(raw, stream, pool, pending)
+
+
+def _collect_raw(raw: Raw, stream: Any, pool: list[Any], pending: list[tuple[Any, Any]]) -> None:
+    ok(raw.synchronize(pending[-1][1]))
+    samples = [pool.pop() for _ in range(ANCHOR_SAMPLES)]
+    best: tuple[int, Any] | None = None
+    for sample in samples:
+        before = time.perf_counter_ns()
+        ok(raw.record(sample, stream))
+        ok(raw.synchronize(sample))
+        bracket = time.perf_counter_ns() - before
+        if best is None or bracket < best[0]:
+            best = (bracket, sample)
+    assert best is not None
+    reference = best[1]
+    for start, end in pending:
+        ok(raw.elapsed(start, reference))
+        ok(raw.elapsed(start, end))
+        pool.extend((start, end))
+    pool.extend(samples)
+    pending.clear()
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def per_op_ns(run: Callable[[], None], n: int) -> float:
+    begin = time.perf_counter_ns()
+    run()
+    return (time.perf_counter_ns() - begin) / n
+
+
+def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
+    """Median ns per operation for every variant; see the module docstring."""
+    api: Any = eventapi.backend(backend)
+    raw = raw_calls(backend)
+    stream = api.stream_create_non_blocking()
+    native = getattr(stream, "raw", stream)
+    profiler: EventProfiler[Any, Any] = EventProfiler(api, stream)
+    pool = [ok(raw.create()) for _ in range(2 * batch + ANCHOR_SAMPLES)] if raw else []
+    variants: dict[str, Callable[[], None]] = {
+        "fence/eventapi": lambda: fence_eventapi(api, stream, n),
+        "window/eventapi": lambda: window_eventapi(profiler, n, batch),
+    }
+    if raw is not None:
+        variants["fence/raw"] = lambda: fence_raw(raw, native, n)
+        variants["window/raw"] = lambda: window_raw(raw, native, pool, n, batch)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    try:
+        for run in variants.values():  # warm-up: first calls resolve symbols, fill pools
+            run()
+        for _ in range(reps):
+            for name, run in variants.items():
+                samples[name].append(per_op_ns(run, n))
+    finally:
+        profiler.close()
+        if raw is not None:
+            for event in pool:
+                ok(raw.destroy(event))
+        api.stream_destroy(stream)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    return {"backend": backend, "n": n, "reps": reps, "batch": batch, "median_ns": medians}
+
+
+def table(result: dict[str, Any]) -> str:
+    medians: dict[str, float] = result["median_ns"]
+    rows = [
+        "| operation | eventapi (us) | raw binding (us) | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    labels = {
+        "fence": "fence: create, record, wait, close",
+        "window": f"window: open+close, collect amortized over {result['batch']}",
+    }
+    for op, label in labels.items():
+        ours = medians[f"{op}/eventapi"]
+        raw = medians.get(f"{op}/raw")
+        raw_text = f"{raw / 1000:.2f}" if raw else "-"
+        ratio = f"{ours / raw:.2f}" if raw else "-"
+        rows.append(f"| {label} | {ours / 1000:.2f} | {raw_text} | {ratio} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("backend", help="cuda, hip or host")
+    parser.add_argument("--n", type=int, default=500, help="operations per timed run")
+    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
+    parser.add_argument("--batch", type=int, default=100, help="windows per collect")
+    parser.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    args = parser.parse_args(argv)
+    result = measure(args.backend, args.n, args.reps, args.batch)
+    print(f"backend {args.backend}: median of {args.reps} interleaved runs of {args.n} each")
+    print(table(result))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(result, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""What every backend on a C driver binding needs beyond spelling the driver's calls.
+
+The CUDA and HIP bindings agree on a calling convention: a call returns a tuple led by the
+driver's status code, a missing library or symbol surfaces as a ``RuntimeError`` at the first
+call, a host function is a C pointer ``void (*)(void *user_data)``, and a framework's stream
+arrives as an integer handle or as an object speaking the ``__cuda_stream__`` protocol. The
+pieces here implement that convention once; :mod:`eventapi.driverkit` re-exports them.
+
+* :class:`DriverCalls` runs a binding call, checks its status and translates a failure into
+  :class:`~eventapi.DriverError` with the driver's own name and text for the code (cached);
+* :func:`launch_host_func` keeps a Python callable alive until a driver thread has run it
+  through one shared C trampoline, and logs what it raises;
+* :func:`foreign_stream_handle` reads the integer handle out of a stream the backend did not
+  create;
+* :func:`open_driver_library` and :func:`c_int_out` let a plugin's probe ask the driver
+  library questions through :mod:`ctypes`, without importing the binding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from ._errors import DriverError, EventStateError
+
+if TYPE_CHECKING:
+    import ctypes
+
+__all__ = [
+    "DriverCalls",
+    "c_int_out",
+    "foreign_stream_handle",
+    "launch_host_func",
+    "ms_to_ns",
+    "open_driver_library",
+    "pending_host_funcs",
+]
+
+_log = logging.getLogger("eventapi")
+
+Describe = Callable[[Any], tuple[str | None, str | None]]
+"""Looks up a status code's ``(name, text)`` in the driver; either may be None when unknown."""
+
+
+@final
+class DriverCalls:
+    """Runs one binding's calls and translates their failures into :class:`DriverError`.
+
+    ``describe`` asks the driver for a status code's name and text (``cuGetErrorName`` and
+    ``cuGetErrorString``, say); each code is looked up once and cached. ``not_ready`` is the
+    status that means "not reached yet" (it sets ``DriverError.not_ready`` and makes
+    :meth:`ready` return False). ``missing`` is the status reported when the binding could not
+    reach the library or a symbol in it, and ``missing_hint`` says what to do about that.
+    Thread-safe: the cache only ever gains entries, and a racing lookup stores the same value.
+    """
+
+    __slots__ = ("_backend", "_describe", "_missing", "_missing_hint", "_names", "_not_ready")
+
+    def __init__(
+        self,
+        backend: str,
+        *,
+        describe: Describe,
+        not_ready: Any,
+        missing: Any,
+        missing_hint: str,
+    ) -> None:
+        self._backend = backend
+        self._describe = describe
+        self._not_ready = int(not_ready)
+        self._missing = missing
+        self._missing_hint = missing_hint
+        self._names: dict[int, tuple[str, str]] = {}
+
+    def __call__(self, fn: Callable[..., Any], *args: object) -> Any:
+        """Call ``fn(*args)``; return its one result value (None when it has none).
+
+        Raises :class:`DriverError` when the status is not success (0).
+        """
+        try:
+            result = fn(*args)
+        except RuntimeError as exc:
+            raise self.unreachable(fn, exc) from exc
+        status = result[0]
+        if status:
+            raise self.error(_call_name(fn), status)
+        return result[1] if len(result) == 2 else None
+
+    def ready(self, fn: Callable[..., Any], *args: object) -> bool:
+        """Call a query: True on success, False on the not-ready status, else raise."""
+        try:
+            status = fn(*args)[0]
+        except RuntimeError as exc:
+            raise self.unreachable(fn, exc) from exc
+        if not status:
+            return True
+        if status == self._not_ready:
+            return False
+        raise self.error(_call_name(fn), status)
+
+    def error(self, call: str, status: Any) -> DriverError:
+        """The :class:`DriverError` for ``status`` returned by the driver call ``call``."""
+        code = int(status)
+        name, text = self._names.get(code) or self._lookup(code, status)
+        return DriverError(self._backend, call, code, name, text, not_ready=code == self._not_ready)
+
+    def unreachable(self, fn: Callable[..., Any], exc: BaseException) -> DriverError:
+        """The :class:`DriverError` for a call the binding could not make at all."""
+        missing = self._missing
+        return DriverError(
+            self._backend,
+            _call_name(fn),
+            int(missing),
+            str(getattr(missing, "name", missing)),
+            f"the binding could not reach the driver ({exc}); {self._missing_hint}",
+        )
+
+    def _lookup(self, code: int, status: Any) -> tuple[str, str]:
+        try:
+            name, text = self._describe(status)
+        except Exception:  # the lookup is a courtesy; the code itself is the fact
+            _log.debug("%s: no description for status %d", self._backend, code, exc_info=True)
+            name = text = None
+        entry = (
+            name or str(getattr(status, "name", f"error {code}")),
+            text or "the driver gave no description for this code",
+        )
+        self._names[code] = entry
+        return entry
+
+
+def _call_name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__name__", fn))
+
+
+def ms_to_ns(ms: float) -> int:
+    """A driver's float milliseconds as integer nanoseconds, rounded to the nearest.
+
+    Rounding, not truncation: the float is the driver's integer tick count divided into
+    milliseconds, so a reading such as 1.5 us arrives as 0.0014999999 ms; truncating would bias
+    every such reading one nanosecond low.
+    """
+    return round(ms * 1_000_000)
+
+
+# -- host functions -------------------------------------------------------------------------
+
+_pending: dict[int, tuple[str, Callable[[], object]]] = {}
+_pending_lock = threading.Lock()
+_keys = itertools.count(1)  # 0 would be a NULL user-data pointer
+_trampoline_object: Any = None  # the ctypes callback: alive for the process once created
+_trampoline_address = 0
+
+
+def _run_host_func(user_data: int | None) -> None:
+    # Runs on a driver thread; ctypes holds the GIL for us. Nothing may escape into C.
+    with _pending_lock:
+        entry = _pending.pop(user_data or 0, None)
+    if entry is None:
+        _log.error("host function trampoline called with unknown user data %r", user_data)
+        return
+    backend, fn = entry
+    try:
+        fn()
+    except BaseException:  # a driver thread has nowhere to raise to
+        _log.exception("%s: host function %r raised; the stream carries on", backend, fn)
+
+
+def _trampoline() -> int:
+    # Created on first use so that importing eventapi does not import ctypes.
+    global _trampoline_object, _trampoline_address
+    with _pending_lock:
+        if not _trampoline_address:
+            import ctypes
+
+            _trampoline_object = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_run_host_func)
+            _trampoline_address = int(ctypes.cast(_trampoline_object, ctypes.c_void_p).value or 0)
+        return _trampoline_address
+
+
+def launch_host_func(
+    backend: str, fn: Callable[[], object], enqueue: Callable[[int, int], None]
+) -> None:
+    """Enqueue ``fn`` through the shared C trampoline.
+
+    ``enqueue(fn_address, user_data)`` spells the driver's launch call with the trampoline's
+    address as the C function and ``user_data`` as its argument. ``fn`` is held until a driver
+    thread has run it (or the launch failed); an exception it raises is logged on the
+    ``eventapi`` logger, never propagated into the driver's thread.
+    """
+    address = _trampoline()
+    key = next(_keys)
+    with _pending_lock:
+        _pending[key] = (backend, fn)
+    try:
+        enqueue(address, key)
+    except BaseException:
+        with _pending_lock:
+            _pending.pop(key, None)
+        raise
+
+
+def pending_host_funcs() -> int:
+    """Host functions launched and not run yet, across every backend in the process."""
+    with _pending_lock:
+        return len(_pending)
+
+
+# -- foreign streams ------------------------------------------------------------------------
+
+
+def foreign_stream_handle(
+    backend: str,
+    stream: object,
+    *,
+    protocols: Sequence[str] = ("__cuda_stream__",),
+    native: tuple[type, ...] = (),
+) -> int | None:
+    """The integer handle of a stream another library created, or None if it is not one.
+
+    Accepts a non-negative ``int`` (trusted: without the driver a raw handle cannot be
+    validated), an instance of one of the binding's own ``native`` stream types, and any object
+    with one of ``protocols``: a method (or, defensively, an attribute) giving ``(version,
+    handle)`` with version 0, as cuda.core, CuPy and PyTorch streams do. An object whose
+    protocol method raises is refused with :class:`~eventapi.EventStateError` naming the cause.
+    """
+    if isinstance(stream, bool):
+        return None
+    if isinstance(stream, int):
+        return stream if 0 <= stream < 1 << 64 else None
+    if native and isinstance(stream, native):
+        native_handle: int = int(stream)  # type: ignore[call-overload]
+        return native_handle
+    for name in protocols:
+        attr = getattr(stream, name, None)
+        if attr is None:
+            continue
+        try:
+            value = attr() if callable(attr) else attr
+        except Exception as exc:
+            raise EventStateError(
+                f"{backend}: {name}() of {stream!r} raised {exc!r}; pass a live stream"
+            ) from exc
+        if (
+            isinstance(value, tuple)
+            and len(value) == 2
+            and all(type(v) is int for v in value)
+            and value[0] == 0
+            and value[1] >= 0
+        ):
+            handle: int = value[1]
+            return handle
+        return None
+    return None
+
+
+# -- probes ---------------------------------------------------------------------------------
+
+
+def open_driver_library(names: Sequence[str | bytes]) -> ctypes.CDLL | None:
+    """The first of ``names`` that is already mapped into the process or can be loaded.
+
+    A library preloaded (``LD_PRELOAD``) or loaded by another package is found by its soname
+    without a search, which ``ctypes.util.find_library`` would miss; otherwise a real
+    ``dlopen`` is tried, which is what the binding will do next anyway.
+    """
+    import ctypes
+
+    noload = getattr(os, "RTLD_NOLOAD", 0)
+    for name in names:
+        path = os.fsdecode(name)
+        if noload:
+            try:
+                return ctypes.CDLL(path, mode=noload | ctypes.RTLD_GLOBAL)
+            except OSError:
+                pass
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
+def c_int_out(library: ctypes.CDLL, function: str) -> tuple[int, int]:
+    """Call ``status function(int *out)`` through ctypes; return ``(status, out)``.
+
+    A symbol the library lacks gives status -1.
+    """
+    import ctypes
+
+    fn = getattr(library, function, None)
+    if fn is None:
+        return -1, 0
+    fn.restype = ctypes.c_int
+    out = ctypes.c_int(0)
+    status = int(fn(ctypes.byref(out)))
+    return status, out.value

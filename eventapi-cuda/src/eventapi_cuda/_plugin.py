@@ -1,0 +1,86 @@
+"""The ``cuda`` entry point: a light hook module that imports no CUDA binding.
+
+:func:`probe` decides whether the backend can work here from package metadata and a few
+``ctypes`` calls into the driver library (``cuDriverGetVersion``, ``cuInit``,
+``cuDeviceGetCount``); :func:`load` does the heavy import.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import importlib.util
+from collections.abc import Iterator
+
+import eventapi
+from eventapi import BackendSpec
+from eventapi.driverkit import c_int_out, open_driver_library
+
+__all__ = ["eventapi_backends", "load", "probe"]
+
+INSTALL_HINT = 'pip install "eventapi-core[cuda]"'
+_LIBRARY = "libcuda.so.1"
+_CUDA_ERROR_NO_DEVICE = 100
+
+
+def probe() -> str | None:
+    """None when the cuda backend can work here, else a one-line reason.
+
+    Cheap and import-free: the binding's presence from its metadata, the driver library
+    (already mapped, or loadable), the driver's CUDA version against the binding's, and the
+    device count, asked of the library through ctypes.
+    """
+    try:
+        installed = importlib.util.find_spec("cuda.bindings") is not None
+        binding_version = importlib.metadata.version("cuda-bindings")
+    except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
+        installed = False
+    if not installed:
+        return f"cuda-bindings is not installed; {INSTALL_HINT}"
+    library = open_driver_library([_LIBRARY])
+    if library is None:
+        return f"no NVIDIA driver library ({_LIBRARY}) found; install the NVIDIA driver"
+    return _version_reason(library, binding_version) or _device_reason(library)
+
+
+def _version_reason(library: ctypes.CDLL, binding_version: str) -> str | None:
+    # cuda-bindings N.x asks the driver for the N.0 versions of its entry points.
+    status, version = c_int_out(library, "cuDriverGetVersion")
+    if status:
+        return f"{_LIBRARY} fails cuDriverGetVersion (status {status}); reinstall the NVIDIA driver"
+    needed = int(binding_version.split(".", maxsplit=1)[0])
+    if version < needed * 1000:
+        short = ".".join(binding_version.split(".")[:2])
+        return (
+            f"driver supports CUDA {version // 1000}.{version % 1000 // 10}, cuda-bindings "
+            f"{short} needs {needed}.0; update the driver"
+        )
+    return None
+
+
+def _device_reason(library: ctypes.CDLL) -> str | None:
+    status = int(library.cuInit(0))
+    if status == _CUDA_ERROR_NO_DEVICE:
+        return "no CUDA device visible (cuInit returned CUDA_ERROR_NO_DEVICE)"
+    if status:
+        return f"the NVIDIA driver failed to initialize (cuInit returned {status}); see nvidia-smi"
+    status, count = c_int_out(library, "cuDeviceGetCount")
+    if status or count <= 0:
+        return f"no CUDA device visible (cuDeviceGetCount returned {status or count})"
+    return None
+
+
+def load(device: int | None) -> object:
+    """The :class:`~eventapi_cuda.CudaBackend` for ``device`` (default 0).
+
+    Raises :class:`~eventapi.BackendUnavailableError` saying why when it cannot work here.
+    """
+    from ._backend import CudaBackend
+
+    return CudaBackend(0 if device is None else device)
+
+
+@eventapi.hookimpl
+def eventapi_backends() -> Iterator[BackendSpec]:
+    """The ``cuda`` backend's :class:`~eventapi.BackendSpec`."""
+    yield BackendSpec(name="cuda", load=load, priority=100, probe=probe, install_hint=INSTALL_HINT)

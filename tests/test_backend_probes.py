@@ -1,0 +1,167 @@
+"""The ``cuda`` and ``hip`` plugins' probes and what a user sees when a backend cannot work.
+
+A probe decides without importing the binding; the reasons it gives are the user's first
+hint, so their wording is asserted. The no-driver cases run in a subprocess without the
+emulated library (a binding loads its driver once per process); the no-device and old-driver
+cases run here on the emulated drivers, whose settings are restored afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+from emulated_driver import EmulatedDriver, build, library_path, load
+
+import eventapi
+from eventapi_cuda import _plugin as cuda_plugin
+from eventapi_hip import _plugin as hip_plugin
+
+# Runs with neither driver library anywhere: this machine has no GPU driver, and the emulated
+# ones are not preloaded. Prints what a user would see, as JSON.
+_NO_DRIVER_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import eventapi
+    from eventapi_cuda import _plugin as cuda_plugin
+    from eventapi_hip import _plugin as hip_plugin
+
+    out = {
+        "probes": {"cuda": cuda_plugin.probe(), "hip": hip_plugin.probe()},
+        "rows": {row.name: row.status for row in eventapi.backends()},
+        "bindings_imported": sorted(
+            m for m in ("cuda.bindings.driver", "hip", "rocm.bindings.hip") if m in sys.modules
+        ),
+    }
+    for name in ("cuda", "hip"):
+        try:
+            eventapi.backend(name)
+        except eventapi.BackendUnavailableError as exc:
+            out["select_" + name] = str(exc)
+    from eventapi_cuda import CudaBackend
+    from eventapi_hip import HipBackend
+    for name, factory in (("cuda", CudaBackend), ("hip", HipBackend)):
+        try:
+            factory()
+        except eventapi.BackendUnavailableError as exc:
+            out["direct_" + name] = str(exc)
+    print(json.dumps(out))
+    """
+)
+
+
+def _run(script: str, env: dict[str, str]) -> tuple[dict[str, object], str]:
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result, done.stderr
+
+
+def _env_without_drivers() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("EVENTAPI_BACKEND", None)
+    return env
+
+
+def test_without_a_driver_each_backend_says_what_is_missing_and_imports_no_binding() -> None:
+    out, stderr = _run(_NO_DRIVER_SCRIPT, _env_without_drivers())
+    cuda_reason = "no NVIDIA driver library (libcuda.so.1) found; install the NVIDIA driver"
+    assert out["probes"] == {
+        "cuda": cuda_reason,
+        "hip": (
+            "no HIP runtime library (libamdhip64.so) found; install ROCm and set ROCM_PATH or "
+            "LD_LIBRARY_PATH to its lib directory"
+        ),
+    }
+    assert out["bindings_imported"] == [], "listing backends must not import a binding"
+    rows = out["rows"]
+    assert isinstance(rows, dict)
+    assert rows["cuda"] == f"unavailable: {cuda_reason}"
+    assert cuda_reason in str(out["select_cuda"])
+    assert "libamdhip64.so" in str(out["select_hip"])
+    # Constructing directly: the binding's own failure, translated, with what to do.
+    assert str(out["direct_cuda"]).startswith("cuda: device 0 cannot be used: ")
+    assert "install the NVIDIA driver" in str(out["direct_cuda"])
+    direct_hip = str(out["direct_hip"])
+    assert direct_hip.startswith("hip: device 0 cannot be used: ")
+    assert "libamdhip64.so" in direct_hip
+    assert "None" not in direct_hip
+    # hip-python prints "Exception ignored" when its error-name lookup runs without the
+    # library; the backend never lets it get that far.
+    assert "Exception ignored" not in stderr
+
+
+def test_without_a_device_both_report_no_device_in_a_fresh_process() -> None:
+    build()
+    env = _env_without_drivers()
+    env["LD_PRELOAD"] = f"{library_path('cuda')}:{library_path('hip')}"
+    env["EMU_DEVICE_COUNT"] = "0"
+    out, _ = _run(_NO_DRIVER_SCRIPT, env)
+    assert out["probes"] == {
+        "cuda": "no CUDA device visible (cuInit returned CUDA_ERROR_NO_DEVICE)",
+        "hip": "no HIP device visible (hipGetDeviceCount found none)",
+    }
+    assert "no CUDA device visible" in str(out["select_cuda"])
+    assert "no HIP device visible" in str(out["select_hip"])
+
+
+@pytest.fixture(params=["cuda", "hip"])
+def emu(request: pytest.FixtureRequest) -> Iterator[EmulatedDriver]:
+    driver = load(request.param)
+    yield driver
+    driver.set_device_count(2)
+    driver.set_driver_version(None)
+
+
+def test_probes_pass_on_the_emulated_drivers(emu: EmulatedDriver) -> None:
+    probe = cuda_plugin.probe if emu.name == "cuda" else hip_plugin.probe
+    assert probe() is None
+
+
+def test_no_device_after_initialization_is_unavailable(emu: EmulatedDriver) -> None:
+    probe = cuda_plugin.probe if emu.name == "cuda" else hip_plugin.probe
+    load_backend = cuda_plugin.load if emu.name == "cuda" else hip_plugin.load
+    eventapi.backend(emu.name)  # initialized first, as a long-running process would be
+    emu.set_device_count(0)
+    reason = probe()
+    assert reason is not None
+    assert reason.startswith(f"no {'CUDA' if emu.name == 'cuda' else 'HIP'} device visible")
+    with pytest.raises(eventapi.BackendUnavailableError, match=r"no .* device visible"):
+        load_backend(0)
+
+
+def test_a_driver_older_than_the_binding_is_named_with_both_versions() -> None:
+    emu = load("cuda")
+    binding = importlib.metadata.version("cuda-bindings")
+    major = binding.split(".")[0]
+    short = ".".join(binding.split(".")[:2])
+    emu.set_driver_version(11080)
+    try:
+        reason = cuda_plugin.probe()
+    finally:
+        emu.set_driver_version(None)
+    assert reason == (
+        f"driver supports CUDA 11.8, cuda-bindings {short} needs {major}.0; update the driver"
+    )
+
+
+@pytest.mark.parametrize("name", ["cuda", "hip"])
+def test_the_hook_declares_priority_100_and_the_install_hint(name: str) -> None:
+    plugin = cuda_plugin if name == "cuda" else hip_plugin
+    (spec,) = plugin.eventapi_backends()
+    assert (spec.name, spec.priority) == (name, 100)
+    assert spec.install_hint == f'pip install "eventapi-core[{name}]"'

@@ -1,0 +1,581 @@
+"""The ``cuda`` and ``hip`` backends, through the real bindings, on the emulated drivers.
+
+Every test runs on both backends unless it is about something only one driver has (CUDA's
+primary contexts and per-thread default stream). The emulated library is loaded into this
+process before the binding's first call (see ``emulated_driver.load``); each test ends with as
+many live events and streams in the emulated driver as it started with, and none live in the
+backend object, so a leak anywhere fails the test that caused it.
+
+What only the emulated drivers can show is checked through their control API: how often a
+driver function was called (a refused handle must not reach the driver), faults with a given
+code (the error's name and text come from the driver), and device counts.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from emulated_driver import DriverName, EmulatedDriver, load
+
+import eventapi
+from eventapi import CaptureError, DriverError, EventFence, EventStateError
+from eventapi.driverkit import DriverBackend, Stream, pending_host_funcs
+
+KINDS: tuple[DriverName, ...] = ("cuda", "hip")
+
+# A generous bound for a wait that must return: the emulated device runs on CPU threads of a
+# 2-core machine, so anything below seconds could be scheduling noise rather than a hang.
+JOIN_TIMEOUT_S = 10.0
+
+
+def _hip() -> Any:
+    # hip-python's stubs leave its functions untyped; the tests use the results as Any.
+    from hip import hip
+
+    return hip
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How one driver names the calls these tests count or make directly."""
+
+    kind: DriverName
+
+    def name(self, stem: str) -> str:
+        """The driver's function for ``stem``: ``EventRecord`` -> ``cuEventRecord``."""
+        return ("cu" if self.kind == "cuda" else "hip") + stem
+
+    @property
+    def invalid_handle(self) -> str:
+        return "CUDA_ERROR_INVALID_HANDLE" if self.kind == "cuda" else "hipErrorInvalidHandle"
+
+    def current_device(self) -> int:
+        """The calling thread's current device, asked of the binding directly."""
+        if self.kind == "cuda":
+            from cuda.bindings import driver
+
+            err, device = driver.cuCtxGetDevice()
+            assert not err, err
+            return int(device)
+        hip = _hip()
+        err, device = hip.hipGetDevice()
+        assert not err, err
+        return int(device)
+
+    def raw_stream(self) -> int:
+        """A stream made with the binding itself (a framework's stream, to eventapi)."""
+        if self.kind == "cuda":
+            from cuda.bindings import driver
+
+            err, stream = driver.cuStreamCreate(1)
+        else:
+            err, stream = _hip().hipStreamCreateWithFlags(1)
+        assert not err, err
+        return int(stream)
+
+    def destroy_raw_stream(self, handle: int) -> None:
+        if self.kind == "cuda":
+            from cuda.bindings import driver
+
+            err = driver.cuStreamDestroy(driver.CUstream(handle))[0]
+        else:
+            err = _hip().hipStreamDestroy(handle)[0]
+        assert not err, err
+
+    def begin_capture(self, stream: Stream[Any]) -> None:
+        if self.kind == "cuda":
+            from cuda.bindings import driver
+
+            mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+            err = driver.cuStreamBeginCapture(stream.raw, mode)[0]
+        else:
+            hip = _hip()
+            mode = hip.hipStreamCaptureMode.hipStreamCaptureModeRelaxed
+            err = hip.hipStreamBeginCapture(stream.raw, mode)[0]
+        assert not err, err
+
+    def end_capture(self, stream: Stream[Any]) -> None:
+        if self.kind == "cuda":
+            from cuda.bindings import driver
+
+            err, graph = driver.cuStreamEndCapture(stream.raw)
+            assert not err, err
+            assert not driver.cuGraphDestroy(graph)[0]
+        else:
+            hip = _hip()
+            err, graph = hip.hipStreamEndCapture(stream.raw)
+            assert not err, err
+            assert not hip.hipGraphDestroy(graph)[0]
+
+
+class CudaStreamObject:
+    """A framework's stream as eventapi sees it: only the ``__cuda_stream__`` protocol."""
+
+    def __init__(self, handle: int, *, as_attribute: bool = False) -> None:
+        self.handle = handle
+        if as_attribute:
+            self.__dict__["__cuda_stream__"] = (0, handle)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> DriverName:
+    name: DriverName = request.param
+    return name
+
+
+@pytest.fixture
+def emu(kind: DriverName) -> Iterator[EmulatedDriver]:
+    """The emulated driver, loaded; the test fails if it leaves events or streams live."""
+    driver = load(kind)
+    before = driver.live_handles()
+    yield driver
+    driver.clear_faults()
+    after = driver.live_handles()
+    assert (after.events, after.streams) == (before.events, before.streams), "driver leak"
+    assert pending_host_funcs() == 0, "a launched host function never ran"
+
+
+@pytest.fixture
+def spelled(kind: DriverName) -> Spelling:
+    return Spelling(kind)
+
+
+@pytest.fixture
+def api(kind: DriverName, emu: EmulatedDriver) -> Iterator[DriverBackend[Any, Any]]:
+    """The backend for device 0, as ``eventapi.backend`` returns it."""
+    backend = eventapi.backend(kind)
+    assert isinstance(backend, DriverBackend)
+    yield backend
+    assert backend.live_handles() == (0, 0), "the test leaked backend handles"
+
+
+@pytest.fixture
+def stream(api: DriverBackend[Any, Any]) -> Iterator[Stream[Any]]:
+    made = api.stream_create_non_blocking()
+    yield made
+    api.stream_destroy(made)
+
+
+def _held(api: DriverBackend[Any, Any], stream: object) -> threading.Event:
+    """Hold ``stream`` with a host function until the returned gate is set."""
+    gate = threading.Event()
+    api.stream_launch_host_func(stream, lambda: gate.wait(JOIN_TIMEOUT_S))
+    return gate
+
+
+def _in_thread(fn: Callable[[], object]) -> Any:
+    """Run ``fn`` on a new thread and return what it returned (or raise what it raised)."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(("ok", fn()))
+        except BaseException as exc:
+            box.append(("raised", exc))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(JOIN_TIMEOUT_S)
+    assert box, "the thread did not finish"
+    outcome, value = box[0]
+    if outcome == "raised":
+        raise value
+    return value
+
+
+# -- threads, contexts and devices ------------------------------------------------------------
+
+
+def test_fence_recorded_here_is_waited_on_a_thread_that_never_called_the_driver(
+    api: DriverBackend[Any, Any], stream: Stream[Any]
+) -> None:
+    gate = _held(api, stream)
+    ran: list[int] = []
+    api.stream_launch_host_func(stream, lambda: ran.append(time.perf_counter_ns()))
+    fence = EventFence[Any, Any].record(api, stream)
+    returned: list[int] = []
+
+    def waiter() -> None:
+        fence.wait()
+        returned.append(time.perf_counter_ns())
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert not fence.reached()
+    gate.set()
+    thread.join(JOIN_TIMEOUT_S)
+    assert returned, "the waiting thread never returned"
+    assert ran[0] <= returned[0], "the wait returned before the work ahead of the fence ran"
+    fence.close()
+
+
+@pytest.mark.parametrize("thread_works_on_device_0", [False, True], ids=["fresh", "on-0"])
+def test_a_device_index_creates_on_that_device_from_any_thread(
+    api: DriverBackend[Any, Any],
+    stream: Stream[Any],
+    kind: DriverName,
+    spelled: Spelling,
+    thread_works_on_device_0: bool,
+) -> None:
+    second = eventapi.backend(f"{kind}:1")
+    assert isinstance(second, DriverBackend)
+    assert second is not api
+
+    def on_a_new_thread() -> tuple[int, int]:
+        if thread_works_on_device_0:
+            api.event_destroy(api.event_create())  # device 0 becomes (or stays) current
+        own_stream = second.stream_create_non_blocking()
+        event = second.event_create()
+        try:
+            second.event_record(event, own_stream)  # one device: accepted
+            second.event_wait(event)
+            with pytest.raises(DriverError) as refused:
+                # Device 0's stream, as a raw handle: the driver itself refuses the pairing,
+                # which proves the event was created on device 1.
+                second.event_record(event, int(stream.raw))
+            return refused.value.code, spelled.current_device()
+        finally:
+            second.event_destroy(event)
+            second.stream_destroy(own_stream)
+
+    code, current = _in_thread(on_a_new_thread)
+    assert code == 400
+    # A thread working on device 0 keeps it. A fresh thread: CUDA gives a thread without a
+    # context the backend's; HIP leaves the thread's device alone (it starts as device 0).
+    fresh_cuda = kind == "cuda" and not thread_works_on_device_0
+    assert current == (1 if fresh_cuda else 0)
+    assert second.live_handles() == (0, 0)
+
+
+def test_the_primary_context_is_released_when_the_backend_object_is_collected() -> None:
+    from eventapi_cuda import CudaBackend
+
+    emu = load("cuda")
+    released = emu.calls("cuDevicePrimaryCtxRelease")
+    backend = CudaBackend(1)
+    event = backend.event_create()
+    backend.event_destroy(event)
+    del backend, event
+    gc.collect()
+    assert emu.calls("cuDevicePrimaryCtxRelease") == released + 1
+
+
+def test_a_device_out_of_range_is_unavailable_and_says_how_many_there_are(
+    emu: EmulatedDriver, kind: DriverName
+) -> None:
+    with pytest.raises(eventapi.BackendUnavailableError, match="2 visible"):
+        eventapi.backend(f"{kind}:7")
+
+
+# -- foreign streams --------------------------------------------------------------------------
+
+
+def test_the_default_stream_as_int_zero_is_used_and_never_destroyed(
+    api: DriverBackend[Any, Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    destroyed = emu.calls(spelled.name("StreamDestroy"))
+    fence = EventFence[Any, Any].record(api, 0)
+    fence.wait()
+    fence.close()
+    adopted = api.adopt_stream(0)
+    with pytest.raises(EventStateError, match="did not create it"):
+        api.stream_destroy(adopted)
+    del adopted
+    gc.collect()
+    assert emu.calls(spelled.name("StreamDestroy")) == destroyed
+
+
+@pytest.mark.parametrize("as_attribute", [False, True], ids=["method", "attribute"])
+def test_a_framework_stream_is_used_through_its_protocol_and_never_destroyed(
+    api: DriverBackend[Any, Any], emu: EmulatedDriver, spelled: Spelling, as_attribute: bool
+) -> None:
+    handle = spelled.raw_stream()
+    try:
+        framework_stream = CudaStreamObject(handle, as_attribute=as_attribute)
+        destroyed = emu.calls(spelled.name("StreamDestroy"))
+        live = emu.live_handles().streams
+        gate = _held(api, framework_stream)
+        fence = EventFence[Any, Any].record(api, framework_stream)
+        assert not fence.reached(), "the fence went into another stream than the held one"
+        gate.set()
+        fence.wait()
+        fence.close()
+        api.stream_synchronize(framework_stream)
+        adopted = api.adopt_stream(framework_stream)
+        assert not adopted.owned
+        assert int(adopted.raw) == handle
+        with pytest.raises(EventStateError):
+            api.stream_destroy(adopted)
+        del adopted
+        gc.collect()
+        assert emu.calls(spelled.name("StreamDestroy")) == destroyed
+        assert emu.live_handles().streams == live
+    finally:
+        spelled.destroy_raw_stream(handle)
+
+
+def test_the_bindings_own_stream_object_is_adopted(
+    api: DriverBackend[Any, Any], spelled: Spelling
+) -> None:
+    handle = spelled.raw_stream()
+    try:
+        if spelled.kind == "cuda":
+            from cuda.bindings import driver
+
+            native: object = driver.CUstream(handle)
+        else:
+            native = _hip().ihipStream_t.fromObj(handle)
+        fence = EventFence[Any, Any].record(api, native)
+        fence.wait()
+        fence.close()
+    finally:
+        spelled.destroy_raw_stream(handle)
+
+
+def test_cudas_per_thread_default_stream_is_accepted() -> None:
+    load("cuda")
+    api = eventapi.backend("cuda")
+    fence = EventFence[Any, Any].record(api, 2)
+    fence.wait()
+    fence.close()
+
+
+class _BrokenProtocol:
+    def __cuda_stream__(self) -> tuple[int, int]:
+        raise RuntimeError("stream was closed")
+
+
+@pytest.mark.parametrize(
+    ("stream", "match"),
+    [
+        (-1, "not a stream"),
+        (True, "not a stream"),
+        ("0", "not a stream"),
+        (_BrokenProtocol(), "stream was closed"),
+    ],
+    ids=["negative", "bool", "str", "protocol-raises"],
+)
+def test_what_is_not_a_stream_is_refused_before_the_driver(
+    api: DriverBackend[Any, Any],
+    emu: EmulatedDriver,
+    spelled: Spelling,
+    stream: object,
+    match: str,
+) -> None:
+    event = api.event_create()
+    recorded = emu.calls(spelled.name("EventRecord"))
+    try:
+        with pytest.raises(EventStateError, match=match):
+            api.event_record(event, stream)
+        assert emu.calls(spelled.name("EventRecord")) == recorded
+    finally:
+        api.event_destroy(event)
+
+
+def test_a_protocol_with_another_version_is_refused(
+    api: DriverBackend[Any, Any],
+) -> None:
+    class FutureStream:
+        def __cuda_stream__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    with pytest.raises(EventStateError, match="not a stream this backend can use"):
+        api.adopt_stream(FutureStream())
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def test_a_driver_failure_carries_the_drivers_own_name_and_text(
+    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    event = api.event_create()
+    call = spelled.name("EventRecord")
+    emu.inject_fault(call, code=400)
+    try:
+        with pytest.raises(DriverError) as caught:
+            api.event_record(event, stream)
+    finally:
+        api.event_destroy(event)
+    error = caught.value
+    assert str(error) == (
+        f"{spelled.kind}: {call} failed: {spelled.invalid_handle} (400): invalid resource handle"
+    )
+    assert (error.backend, error.call, error.code, error.not_ready) == (
+        spelled.kind,
+        call,
+        400,
+        False,
+    )
+
+
+def test_error_names_are_asked_of_the_driver_once_per_code(
+    api: DriverBackend[Any, Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    call = spelled.name("EventCreateWithFlags" if spelled.kind == "hip" else "EventCreate")
+    names = spelled.name("GetErrorName")
+    emu.inject_fault(call, code=2, count=2)  # out of memory, in both drivers
+    with pytest.raises(DriverError) as first:
+        api.event_create()
+    asked = emu.calls(names)
+    with pytest.raises(DriverError) as second:
+        api.event_create()
+    assert emu.calls(names) == asked
+    assert str(first.value) == str(second.value)
+    assert first.value.message != ""
+
+
+def test_not_ready_from_a_wait_is_flagged(
+    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    event = api.event_create()
+    try:
+        api.event_record(event, stream)
+        emu.inject_fault(spelled.name("EventSynchronize"), code=600)
+        with pytest.raises(DriverError) as caught:
+            api.event_wait(event)
+        assert caught.value.not_ready
+        api.event_wait(event)  # the fault was for one call
+    finally:
+        api.event_destroy(event)
+
+
+def test_closed_foreign_and_unrecorded_handles_never_reach_the_driver(
+    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    stems = ("EventRecord", "EventSynchronize", "EventQuery", "EventElapsedTime", "EventDestroy")
+    other = eventapi.backend(f"{spelled.kind}:1")
+    assert isinstance(other, DriverBackend)
+    foreign = other.event_create()
+    never_recorded = api.event_create()
+    closed = api.event_create()
+    api.event_record(closed, stream)
+    api.event_destroy(closed)
+    dead_stream = api.stream_create_non_blocking()
+    api.stream_destroy(dead_stream)
+    before = {stem: emu.calls(spelled.name(stem)) for stem in stems}
+    try:
+        attempts: list[Callable[[], object]] = [
+            lambda: api.event_record(closed, stream),
+            lambda: api.event_wait(closed),
+            lambda: api.event_query(closed),
+            lambda: api.event_elapsed(closed, closed),
+            lambda: api.event_record(foreign, stream),
+            lambda: api.event_wait(foreign),
+            lambda: api.event_destroy(foreign),
+            lambda: api.event_wait(never_recorded),
+            lambda: api.event_elapsed(never_recorded, never_recorded),
+            lambda: api.event_record(never_recorded, dead_stream),
+        ]
+        for attempt in attempts:
+            with pytest.raises(EventStateError):
+                attempt()
+        api.event_destroy(closed)  # idempotent, and no second destroy reaches the driver
+        assert {stem: emu.calls(spelled.name(stem)) for stem in stems} == before
+    finally:
+        api.event_destroy(never_recorded)
+        other.event_destroy(foreign)
+
+
+# -- timing, host functions, capture ----------------------------------------------------------
+
+
+def test_elapsed_is_integer_nanoseconds_covering_the_held_work(
+    api: DriverBackend[Any, Any], stream: Stream[Any]
+) -> None:
+    start, end = api.event_create(), api.event_create()
+    stamps: list[int] = []
+    gate = threading.Event()
+
+    def held() -> None:
+        stamps.append(time.perf_counter_ns())
+        gate.wait(JOIN_TIMEOUT_S)
+        stamps.append(time.perf_counter_ns())
+
+    try:
+        api.event_record(start, stream)
+        api.stream_launch_host_func(stream, held)
+        api.event_record(end, stream)
+        with pytest.raises(DriverError) as early:
+            api.event_elapsed(start, end)
+        assert early.value.not_ready
+        gate.set()
+        api.event_wait(end)
+        elapsed = api.event_elapsed(start, end)
+    finally:
+        api.event_destroy(start)
+        api.event_destroy(end)
+    assert type(elapsed) is int
+    # The emulated driver stamps with the clock perf_counter_ns reads; the reading travels as
+    # float32 milliseconds, good to well under 1 us at these durations.
+    assert elapsed >= stamps[1] - stamps[0] - 1_000
+
+
+def test_a_negative_reading_is_clamped_to_zero(
+    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver
+) -> None:
+    start, end = api.event_create(), api.event_create()
+    try:
+        api.event_record(start, stream)
+        api.event_record(end, stream)
+        api.event_wait(end)
+        emu.set_negative_elapsed(1)
+        assert api.event_elapsed(start, end) == 0
+    finally:
+        emu.set_negative_elapsed(0)
+        api.event_destroy(start)
+        api.event_destroy(end)
+
+
+def test_host_functions_run_in_stream_order_and_an_exception_is_only_logged(
+    api: DriverBackend[Any, Any], stream: Stream[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    order: list[str] = []
+
+    def fails() -> None:
+        order.append("fails")
+        raise ValueError("boom")
+
+    api.stream_launch_host_func(stream, lambda: order.append("first"))
+    api.stream_launch_host_func(stream, fails)
+    api.stream_launch_host_func(stream, lambda: order.append("after"))
+    with caplog.at_level(logging.ERROR, logger="eventapi"):
+        # The wait blocks this thread inside the driver while the host functions need the GIL:
+        # it returns only because the binding releases the GIL while it waits.
+        api.stream_synchronize(stream)
+    assert order == ["first", "fails", "after"]
+    assert any("boom" in (r.exc_text or "") for r in caplog.records)
+    assert pending_host_funcs() == 0
+
+
+def test_a_failed_launch_does_not_keep_the_callable(
+    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    emu.inject_fault(spelled.name("LaunchHostFunc"), code=400)
+    with pytest.raises(DriverError):
+        api.stream_launch_host_func(stream, lambda: None)
+    assert pending_host_funcs() == 0
+
+
+def test_a_capturing_stream_is_reported_and_gets_no_fence(
+    api: DriverBackend[Any, Any], stream: Stream[Any], spelled: Spelling
+) -> None:
+    assert not api.stream_is_capturing(stream)
+    spelled.begin_capture(stream)
+    try:
+        assert api.stream_is_capturing(stream)
+        with pytest.raises(CaptureError):
+            EventFence[Any, Any].record(api, stream)
+    finally:
+        spelled.end_capture(stream)
+    assert not api.stream_is_capturing(stream)
