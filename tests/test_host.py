@@ -627,13 +627,13 @@ def test_foreign_handles_are_refused(host: HostBackend, host_stream: Stream[Any]
     foreign_event = recorded(other, foreign_stream)
     own = host.event_create()
 
-    with pytest.raises(EventStateError, match="not a event of this host backend object"):
+    with pytest.raises(EventStateError, match="not an event of this host backend object"):
         host.event_wait(foreign_event)
     with pytest.raises(EventStateError, match="not a stream of this host backend object"):
         host.event_record(own, foreign_stream)
     with pytest.raises(EventStateError, match="not a stream this backend can use"):
         host.event_record(own, object())
-    with pytest.raises(EventStateError, match="not a event"):
+    with pytest.raises(EventStateError, match="not an event"):
         host.event_destroy(foreign_event)
     with pytest.raises(EventStateError):
         host.stream_destroy(foreign_stream)

@@ -268,16 +268,13 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def event_record(self, event: Event[RE], stream: Stream[RS] | object) -> None:
         """Enqueue the event's timestamp on ``stream``."""
         handle = self._stream(stream, "event_record")
-        raw_stream = self._enter(handle, "event_record")
+        self._check_owner(event, "event_record", Event)
+        self._enter_both(handle, event, "event_record")
         try:
-            raw_event = self._enter_event(event, "event_record", need_recorded=False)
-            try:
-                self._raw_event_record(raw_event, raw_stream)
-                event._recorded = True
-            finally:
-                self._leave(event)
+            self._raw_event_record(event._raw, handle._raw)
+            event._recorded = True
         finally:
-            self._leave(handle)
+            self._leave_both(handle, event)
 
     def event_wait(self, event: Event[RE]) -> None:
         """Block until the device reached ``event``; releases the GIL."""
@@ -297,28 +294,23 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def event_elapsed(self, start: Event[RE], end: Event[RE]) -> int:
         """Device nanoseconds from ``start`` to ``end``, clamped at 0."""
-        raw_start = self._enter_event(start, "event_elapsed", need_recorded=True)
+        self._check_recorded(start, "event_elapsed")
+        self._check_recorded(end, "event_elapsed")
+        self._enter_both(start, end, "event_elapsed")
         try:
-            raw_end = self._enter_event(end, "event_elapsed", need_recorded=True)
-            try:
-                return max(0, self._raw_event_elapsed_ns(raw_start, raw_end))
-            finally:
-                self._leave(end)
+            return max(0, self._raw_event_elapsed_ns(start._raw, end._raw))
         finally:
-            self._leave(start)
+            self._leave_both(start, end)
 
     def stream_wait_event(self, stream: Stream[RS] | object, event: Event[RE]) -> None:
         """Make ``stream`` wait for ``event`` on the device; the host does not block."""
         handle = self._stream(stream, "stream_wait_event")
-        raw_stream = self._enter(handle, "stream_wait_event")
+        self._check_recorded(event, "stream_wait_event")
+        self._enter_both(handle, event, "stream_wait_event")
         try:
-            raw_event = self._enter_event(event, "stream_wait_event", need_recorded=True)
-            try:
-                self._raw_stream_wait_event(raw_stream, raw_event)
-            finally:
-                self._leave(event)
+            self._raw_stream_wait_event(handle._raw, event._raw)
         finally:
-            self._leave(handle)
+            self._leave_both(handle, event)
 
     def stream_synchronize(self, stream: Stream[RS] | object) -> None:
         """Block until ``stream`` drained; releases the GIL."""
@@ -396,10 +388,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def _check_owner(self, handle: object, call: str, kind: type[_Handle]) -> None:
         if type(handle) is not kind or handle._owner is not self:
-            what = kind.__name__.lower()
+            what = "an event" if kind is Event else "a stream"
             raise EventStateError(
-                f"{self.BACKEND}: {call} refused {handle!r}: not a {what} of this {self.BACKEND} "
-                f"backend object; pass a {what} created by the same backend object "
+                f"{self.BACKEND}: {call} refused {handle!r}: not {what} of this {self.BACKEND} "
+                f"backend object; pass {what} created by the same backend object "
                 f"(eventapi.backend(...) returns one per device)"
             )
 
@@ -417,17 +409,47 @@ class DriverBackend(ABC, Generic[RE, RS]):
             )
         return Stream(raw, self, owned=False)
 
-    def _enter_event(self, event: Event[RE], call: str, *, need_recorded: bool) -> RE:
+    def _check_recorded(self, event: Event[RE], call: str) -> None:
         self._check_owner(event, call, Event)
-        if need_recorded and not event._recorded:
+        if not event._recorded:
             if event._closed:
                 self._refuse_closed(event, call)
             raise EventStateError(
                 f"{self.BACKEND}: {call} refused {event!r}: it was never recorded, so there is "
                 "nothing to wait for or time; call event_record(event, stream) first"
             )
+
+    def _enter_event(self, event: Event[RE], call: str, *, need_recorded: bool) -> RE:
+        if need_recorded:
+            self._check_recorded(event, call)
+        else:
+            self._check_owner(event, call, Event)
         raw: RE = self._enter(event, call)
         return raw
+
+    # A call holds each handle it uses from _enter to _leave, so that a destroy from another
+    # thread meanwhile is deferred until the call is out of the driver. Calls on two handles
+    # take both under one acquisition of the lock: these are the per-window hot path.
+
+    def _enter_both(self, first: _Handle, second: _Handle, call: str) -> None:
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread()
+        with self._lock:
+            if first._closed:
+                self._refuse_closed(first, call)
+            if second._closed:
+                self._refuse_closed(second, call)
+            first._users += 1
+            second._users += 1
+
+    def _leave_both(self, first: _Handle, second: _Handle) -> None:
+        with self._lock:
+            first._users -= 1
+            second._users -= 1
+            if not (first._closed or second._closed):
+                return
+        self._leave_closed(first)
+        self._leave_closed(second)
 
     def _enter(self, handle: _Handle, call: str) -> Any:
         self._ensure_thread()
@@ -440,10 +462,16 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _leave(self, handle: _Handle) -> None:
         with self._lock:
             handle._users -= 1
+            if not handle._closed:
+                return
+        self._leave_closed(handle)
+
+    def _leave_closed(self, handle: _Handle) -> None:
+        # A destroy was asked for while this call held the handle; whoever leaves last does it.
+        with self._lock:
             deferred = handle._closed and handle._users == 0
             if deferred:
-                # Whoever leaves last destroys; _users going negative marks it done.
-                handle._users = -1
+                handle._users = -1  # negative: done, so no later leaver destroys it again
         if deferred:
             # The destroy was asked for by another thread, which has returned already; a
             # failure here belongs to nobody's call, so it is logged.

@@ -1,0 +1,306 @@
+"""The handle layer every driver backend is built on (eventapi.driverkit.DriverBackend).
+
+These tests run a small backend of their own on DriverBackend: its "driver" is a log of the
+raw calls it received plus gates that make a chosen raw call block until the test opens it.
+That is what a real driver does during a long wait, and it lets the tests put a destroy from
+another thread exactly inside a call, deterministically, on every hot path the base class has.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, final
+
+import pytest
+
+from eventapi import EventStateError
+from eventapi.driverkit import DriverBackend, Event, Stream
+
+JOIN_S = 5.0  # generous: every wait below is released by the test itself, not by time
+
+
+@final
+class GatedBackend(DriverBackend[int, int]):
+    """Raw handles are integers; every raw call is logged; a gated call blocks until opened."""
+
+    BACKEND = "gated"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[int, ...]]] = []
+        self.bound_threads: list[int] = []
+        self._ids = itertools.count(1)
+        self._gates: dict[str, tuple[threading.Event, threading.Event]] = {}
+
+    def gate(self, call: str) -> tuple[threading.Event, threading.Event]:
+        """Make the next ``call`` block: returns (entered, release)."""
+        entered, release = threading.Event(), threading.Event()
+        self._gates[call] = (entered, release)
+        return entered, release
+
+    def _log(self, call: str, *handles: int) -> None:
+        self.calls.append((call, handles))
+        gate = self._gates.pop(call, None)
+        if gate is not None:
+            entered, release = gate
+            entered.set()
+            assert release.wait(JOIN_S), f"the test never released {call}"
+
+    def raw_calls(self, call: str) -> list[tuple[int, ...]]:
+        return [handles for name, handles in self.calls if name == call]
+
+    def _bind_thread(self) -> None:
+        self.bound_threads.append(threading.get_ident())
+
+    def _adopt_stream(self, stream: object) -> int | None:
+        return stream if type(stream) is int and stream >= 0 else None
+
+    def _raw_event_create(self) -> int:
+        return next(self._ids)
+
+    def _raw_event_destroy(self, event: int) -> None:
+        self._log("event_destroy", event)
+
+    def _raw_event_record(self, event: int, stream: int) -> None:
+        self._log("event_record", event, stream)
+
+    def _raw_event_wait(self, event: int) -> None:
+        self._log("event_wait", event)
+
+    def _raw_event_query(self, event: int) -> bool:
+        self._log("event_query", event)
+        return True
+
+    def _raw_event_elapsed_ns(self, start: int, end: int) -> int:
+        self._log("event_elapsed", start, end)
+        return end - start - 10  # negative for adjacent handles: the base must clamp
+
+    def _raw_stream_wait_event(self, stream: int, event: int) -> None:
+        self._log("stream_wait_event", stream, event)
+
+    def _raw_stream_synchronize(self, stream: int) -> None:
+        self._log("stream_synchronize", stream)
+
+    def _raw_stream_create_non_blocking(self) -> int:
+        return 1000 + next(self._ids)
+
+    def _raw_stream_destroy(self, stream: int) -> None:
+        self._log("stream_destroy", stream)
+
+    def _raw_stream_is_capturing(self, stream: int) -> bool:
+        self._log("stream_is_capturing", stream)
+        return False
+
+    def _raw_launch_host_func(self, stream: int, fn: Callable[[], object]) -> None:
+        self._log("launch_host_func", stream)
+        fn()
+
+
+@pytest.fixture
+def api() -> Iterator[GatedBackend]:
+    backend = GatedBackend()
+    yield backend
+    assert backend.live_handles() == (0, 0), "the test leaked handles"
+
+
+def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def recorded(api: GatedBackend, stream: Stream[int]) -> Event[int]:
+    event = api.event_create()
+    api.event_record(event, stream)
+    return event
+
+
+# -- deferred destroy: never under a call in flight ---------------------------------------------
+
+TWO_HANDLE_CALLS: dict[str, Callable[[GatedBackend, Event[int], Stream[int]], object]] = {
+    "event_record": lambda api, event, stream: api.event_record(event, stream),
+    "stream_wait_event": lambda api, event, stream: api.stream_wait_event(stream, event),
+}
+
+
+@pytest.mark.parametrize("call", sorted(TWO_HANDLE_CALLS))
+def test_an_event_destroyed_during_a_call_is_destroyed_when_the_call_returns(
+    api: GatedBackend, call: str
+) -> None:
+    stream = api.stream_create_non_blocking()
+    event = recorded(api, stream)
+    entered, release = api.gate(call)
+    thread, errors = in_thread(lambda: TWO_HANDLE_CALLS[call](api, event, stream))
+    assert entered.wait(JOIN_S)
+
+    api.event_destroy(event)  # returns at once; the driver must not see it yet
+    assert event.closed
+    assert api.raw_calls("event_destroy") == []
+    release.set()
+    thread.join(JOIN_S)
+
+    assert not thread.is_alive()
+    assert errors == []
+    assert api.raw_calls("event_destroy") == [(event._raw,)]
+    api.stream_destroy(stream)
+
+
+def test_a_stream_destroyed_during_a_record_waits_for_it(api: GatedBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    event = api.event_create()
+    entered, release = api.gate("event_record")
+    thread, errors = in_thread(lambda: api.event_record(event, stream))
+    assert entered.wait(JOIN_S)
+
+    api.stream_destroy(stream)
+    assert api.raw_calls("stream_destroy") == []
+    release.set()
+    thread.join(JOIN_S)
+
+    assert errors == []
+    assert api.raw_calls("stream_destroy") == [(stream.raw,)]
+    api.event_destroy(event)
+
+
+def test_elapsed_with_both_events_destroyed_destroys_each_once(api: GatedBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    start, end = recorded(api, stream), recorded(api, stream)
+    entered, release = api.gate("event_elapsed")
+    thread, errors = in_thread(lambda: api.event_elapsed(start, end))
+    assert entered.wait(JOIN_S)
+
+    api.event_destroy(start)
+    api.event_destroy(end)
+    api.event_destroy(end)  # a second destroy of a closed handle is a no-op
+    assert api.raw_calls("event_destroy") == []
+    release.set()
+    thread.join(JOIN_S)
+
+    assert errors == []
+    assert sorted(api.raw_calls("event_destroy")) == [(start._raw,), (end._raw,)]
+    api.stream_destroy(stream)
+
+
+def test_concurrent_waiters_defer_the_destroy_to_the_last_one_out(api: GatedBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    event = recorded(api, stream)
+    first_in, first_release = api.gate("event_wait")
+    first, first_errors = in_thread(lambda: api.event_wait(event))
+    assert first_in.wait(JOIN_S)
+    second_in, second_release = api.gate("event_wait")
+    second, second_errors = in_thread(lambda: api.event_wait(event))
+    assert second_in.wait(JOIN_S)
+
+    api.event_destroy(event)
+    first_release.set()
+    first.join(JOIN_S)
+    assert api.raw_calls("event_destroy") == [], "destroyed while a second waiter was inside"
+    second_release.set()
+    second.join(JOIN_S)
+
+    assert first_errors == second_errors == []
+    assert api.raw_calls("event_destroy") == [(event._raw,)]
+    api.stream_destroy(stream)
+
+
+# -- refusals before the driver ------------------------------------------------------------------
+
+
+def test_closed_foreign_and_never_recorded_handles_never_reach_the_driver(
+    api: GatedBackend,
+) -> None:
+    other = GatedBackend()
+    stream = api.stream_create_non_blocking()
+    fresh = api.event_create()
+    closed = recorded(api, stream)
+    api.event_destroy(closed)
+    foreign = other.event_create()
+    other.event_record(foreign, other.stream_create_non_blocking())
+    before = list(api.calls)
+
+    with pytest.raises(EventStateError, match=r"never recorded.*event_record"):
+        api.event_wait(fresh)
+    with pytest.raises(EventStateError, match="already destroyed"):
+        api.event_wait(closed)
+    with pytest.raises(EventStateError, match="already destroyed"):
+        api.event_record(closed, stream)
+    with pytest.raises(EventStateError, match="not an event of this gated backend object"):
+        api.event_wait(foreign)
+    with pytest.raises(EventStateError, match="not a stream this backend can use"):
+        api.event_record(fresh, "not a stream")
+    with pytest.raises(EventStateError, match="never recorded"):
+        api.event_elapsed(fresh, fresh)
+
+    assert api.calls == before
+    api.event_destroy(fresh)
+    api.stream_destroy(stream)
+    other.event_destroy(foreign)
+    del foreign
+    gc.collect()
+
+
+def test_an_adopted_stream_is_used_but_never_destroyed(api: GatedBackend) -> None:
+    event = api.event_create()
+    api.event_record(event, 7)  # a raw handle, adopted for the call
+    adopted = api.adopt_stream(7)
+    api.event_record(event, adopted)
+
+    assert api.raw_calls("event_record") == [(event._raw, 7), (event._raw, 7)]
+    assert not adopted.owned
+    with pytest.raises(EventStateError, match="did not create it"):
+        api.stream_destroy(adopted)
+    del adopted
+    gc.collect()
+    assert api.raw_calls("stream_destroy") == []
+    api.event_destroy(event)
+
+
+def test_negative_readings_are_clamped(api: GatedBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    start, end = recorded(api, stream), recorded(api, stream)
+    assert api.event_elapsed(start, end) == 0  # the raw reading is end - start - 10 < 0
+    api.event_destroy(start)
+    api.event_destroy(end)
+    api.stream_destroy(stream)
+
+
+# -- threads and the safety net ------------------------------------------------------------------
+
+
+def test_each_thread_is_bound_once_before_its_first_driver_call(api: GatedBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    event = recorded(api, stream)
+    api.event_wait(event)
+    thread, errors = in_thread(lambda: (api.event_wait(event), api.event_query(event)))
+    thread.join(JOIN_S)
+
+    assert errors == []
+    assert api.bound_threads == [threading.get_ident(), thread.ident]
+    api.event_destroy(event)
+    api.stream_destroy(stream)
+
+
+def test_dropped_handles_are_destroyed_by_the_collector(api: GatedBackend) -> None:
+    def make() -> tuple[Any, Any]:
+        stream = api.stream_create_non_blocking()
+        return api.event_create(), stream
+
+    event, stream = make()
+    raw_event, raw_stream = event._raw, stream.raw
+    del event, stream
+    gc.collect()
+
+    assert api.live_handles() == (0, 0)
+    assert api.raw_calls("event_destroy") == [(raw_event,)]
+    assert api.raw_calls("stream_destroy") == [(raw_stream,)]
