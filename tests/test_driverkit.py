@@ -282,7 +282,12 @@ def test_each_thread_is_bound_once_before_its_first_driver_call(api: GatedBacken
     stream = api.stream_create_non_blocking()
     event = recorded(api, stream)
     api.event_wait(event)
-    thread, errors = in_thread(lambda: (api.event_wait(event), api.event_query(event)))
+
+    def wait_and_query() -> None:
+        api.event_wait(event)
+        api.event_query(event)
+
+    thread, errors = in_thread(wait_and_query)
     thread.join(JOIN_S)
 
     assert errors == []
