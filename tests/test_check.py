@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
+
+from protocol_only import ProtocolOnly
 
 from eventapi._check import BackendReport, check_backend, report, run_check
 from eventapi.host import HostBackend
@@ -117,42 +118,6 @@ def test_an_unwritable_trace_exits_one(tmp_path: Path) -> None:
     rep = check_backend(HostBackend())
     missing = tmp_path / "no" / "such" / "dir" / "trace.json"
     assert report([rep], trace=str(missing), out=io.StringIO()) == 1
-
-
-class ProtocolOnly:
-    """The protocol and nothing else, over a host backend: every optional check must skip."""
-
-    BACKEND = "protocol-only"
-
-    def __init__(self, inner: HostBackend) -> None:
-        self._inner = inner
-
-    def event_create(self) -> Any:
-        return self._inner.event_create()
-
-    def event_destroy(self, event: Any) -> None:
-        self._inner.event_destroy(event)
-
-    def event_record(self, event: Any, stream: Any) -> None:
-        self._inner.event_record(event, stream)
-
-    def event_wait(self, event: Any) -> None:
-        self._inner.event_wait(event)
-
-    def event_elapsed(self, start: Any, end: Any) -> int:
-        return self._inner.event_elapsed(start, end)
-
-    def stream_wait_event(self, stream: Any, event: Any) -> None:
-        self._inner.stream_wait_event(stream, event)
-
-    def stream_synchronize(self, stream: Any) -> None:
-        self._inner.stream_synchronize(stream)
-
-    def stream_create_non_blocking(self) -> Any:
-        return self._inner.stream_create_non_blocking()
-
-    def stream_destroy(self, stream: Any) -> None:
-        self._inner.stream_destroy(stream)
 
 
 def test_missing_capabilities_skip_with_a_reason() -> None:

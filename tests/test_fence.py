@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from protocol_only import ProtocolOnly
 
 from eventapi import (
     CaptureError,
@@ -39,60 +40,6 @@ HANG_S = 10.0
 
 class Buffer:
     """Stands in for memory the device still reads: weakly referenceable, so tests see it go."""
-
-
-class PlainBackend:
-    """The nine protocol calls and nothing else, delegated to a real HostBackend.
-
-    No ``event_query``, ``stream_is_capturing`` or host functions, so the fence must manage
-    without them and do its own in-flight bookkeeping. ``calls`` lists what reached it, in
-    order; ``waiting`` is set when a thread is inside ``event_wait``.
-    """
-
-    BACKEND = "plain"
-
-    def __init__(self, inner: HostBackend) -> None:
-        self.inner = inner
-        self.calls: list[str] = []
-        self.waiting = threading.Event()
-
-    def event_create(self) -> Any:
-        self.calls.append("event_create")
-        return self.inner.event_create()
-
-    def event_destroy(self, event: Any) -> None:
-        self.calls.append("event_destroy")
-        self.inner.event_destroy(event)
-
-    def event_record(self, event: Any, stream: Any) -> None:
-        self.calls.append("event_record")
-        self.inner.event_record(event, stream)
-
-    def event_wait(self, event: Any) -> None:
-        self.calls.append("event_wait")
-        self.waiting.set()
-        self.inner.event_wait(event)
-        self.calls.append("event_wait returned")
-
-    def event_elapsed(self, start: Any, end: Any) -> int:
-        self.calls.append("event_elapsed")
-        return self.inner.event_elapsed(start, end)
-
-    def stream_wait_event(self, stream: Any, event: Any) -> None:
-        self.calls.append("stream_wait_event")
-        self.inner.stream_wait_event(stream, event)
-
-    def stream_synchronize(self, stream: Any) -> None:
-        self.calls.append("stream_synchronize")
-        self.inner.stream_synchronize(stream)
-
-    def stream_create_non_blocking(self) -> Any:
-        self.calls.append("stream_create_non_blocking")
-        return self.inner.stream_create_non_blocking()
-
-    def stream_destroy(self, stream: Any) -> None:
-        self.calls.append("stream_destroy")
-        self.inner.stream_destroy(stream)
 
 
 @pytest.fixture
@@ -262,7 +209,7 @@ def test_wait_async_polls_without_blocking_the_loop(
 def test_wait_async_without_event_query_uses_the_executor(
     host: HostBackend, host_stream: Stream[Any], hold: Any
 ) -> None:
-    plain = PlainBackend(host)
+    plain = ProtocolOnly(host)
     gate = hold(host_stream)
     with EventFence.record(plain, host_stream) as fence:
         released = asyncio.run(_await_while_the_loop_releases(fence, gate))
@@ -322,7 +269,7 @@ def test_keep_alive_is_dropped_by_close(
 def test_close_is_idempotent_and_use_after_close_never_reaches_the_backend(
     host: HostBackend, host_stream: Stream[Any]
 ) -> None:
-    plain = PlainBackend(host)
+    plain = ProtocolOnly(host)
     with EventFence.record(plain, host_stream) as fence:
         fence.wait()
     fence.close()
@@ -438,7 +385,7 @@ def test_a_failed_create_or_record_leaks_nothing(
 
 
 def test_a_protocol_only_backend(host: HostBackend, host_stream: Stream[Any]) -> None:
-    plain = PlainBackend(host)
+    plain = ProtocolOnly(host)
     api: EventApi[Any, Any] = plain
     assert not isinstance(api, SupportsEventQuery)
     assert not isinstance(api, SupportsCaptureCheck)
@@ -446,7 +393,7 @@ def test_a_protocol_only_backend(host: HostBackend, host_stream: Stream[Any]) ->
         for needs_query in (fence.reached, lambda: fence.wait(timeout=1.0)):
             with pytest.raises(UnsupportedError) as info:
                 needs_query()
-            assert "plain" in str(info.value)
+            assert "protocol-only" in str(info.value)
             assert "event_query" in str(info.value)
             assert isinstance(info.value, NotImplementedError)
         fence.wait()
@@ -466,7 +413,7 @@ def test_close_while_another_thread_waits_defers_the_destroy(
 ) -> None:
     # A protocol-only backend does no deferring of its own: the fence must not destroy the
     # event under the waiter.
-    plain = PlainBackend(host)
+    plain = ProtocolOnly(host)
     gate = hold(host_stream)
     fence = EventFence.record(plain, host_stream)
     outcome: list[BaseException | None] = []

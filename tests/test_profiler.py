@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from protocol_only import ProtocolOnly
 
 from eventapi import (
     DriverError,
@@ -428,42 +429,6 @@ def test_bad_window_names_are_refused(prof: EventProfiler[Any, Any]) -> None:
 
 
 # -- any backend --------------------------------------------------------------------------------
-
-
-class ProtocolOnly:
-    """The protocol and nothing else, over a host backend: no capture check, no host functions."""
-
-    BACKEND = "protocol-only"
-
-    def __init__(self, inner: HostBackend) -> None:
-        self._inner = inner
-
-    def event_create(self) -> Any:
-        return self._inner.event_create()
-
-    def event_destroy(self, event: Any) -> None:
-        self._inner.event_destroy(event)
-
-    def event_record(self, event: Any, stream: Any) -> None:
-        self._inner.event_record(event, stream)
-
-    def event_wait(self, event: Any) -> None:
-        self._inner.event_wait(event)
-
-    def event_elapsed(self, start: Any, end: Any) -> int:
-        return self._inner.event_elapsed(start, end)
-
-    def stream_wait_event(self, stream: Any, event: Any) -> None:
-        self._inner.stream_wait_event(stream, event)
-
-    def stream_synchronize(self, stream: Any) -> None:
-        self._inner.stream_synchronize(stream)
-
-    def stream_create_non_blocking(self) -> Any:
-        return self._inner.stream_create_non_blocking()
-
-    def stream_destroy(self, stream: Any) -> None:
-        self._inner.stream_destroy(stream)
 
 
 def test_a_backend_with_only_the_protocol_works(api: HostBackend) -> None:
