@@ -80,19 +80,20 @@ def _env_without_drivers() -> dict[str, str]:
 def test_without_a_driver_each_backend_says_what_is_missing_and_imports_no_binding() -> None:
     out, stderr = _run(_NO_DRIVER_SCRIPT, _env_without_drivers())
     cuda_reason = "no NVIDIA driver library (libcuda.so.1) found; install the NVIDIA driver"
-    assert out["probes"] == {
-        "cuda": cuda_reason,
-        "hip": (
-            "no HIP runtime library (libamdhip64.so) found; install ROCm and set ROCM_PATH or "
-            "LD_LIBRARY_PATH to its lib directory"
-        ),
-    }
+    hip_reason = (
+        "no HIP runtime library (libamdhip64.so) found; install ROCm and set ROCM_PATH or "
+        "LD_LIBRARY_PATH to its lib directory"
+    )
+    assert out["probes"] == {"cuda": cuda_reason, "hip": hip_reason}
     assert out["bindings_imported"] == [], "listing backends must not import a binding"
     rows = out["rows"]
     assert isinstance(rows, dict)
+    # The listing and an explicit selection give the same reason.
     assert rows["cuda"] == f"unavailable: {cuda_reason}"
+    assert rows["hip"] == f"unavailable: {hip_reason}"
     assert cuda_reason in str(out["select_cuda"])
     assert "libamdhip64.so" in str(out["select_hip"])
+    assert hip_reason in str(out["select_hip"])
     # Constructing directly: the binding's own failure, translated, with what to do.
     assert str(out["direct_cuda"]).startswith("cuda: device 0 cannot be used: ")
     assert "install the NVIDIA driver" in str(out["direct_cuda"])
@@ -117,6 +118,13 @@ def test_without_a_device_both_report_no_device_in_a_fresh_process() -> None:
     }
     assert "no CUDA device visible" in str(out["select_cuda"])
     assert "no HIP device visible" in str(out["select_hip"])
+    rows = out["rows"]
+    assert isinstance(rows, dict)
+    probes = out["probes"]
+    assert isinstance(probes, dict)
+    for name in ("cuda", "hip"):
+        assert rows[name] == f"unavailable: {probes[name]}"
+        assert str(probes[name]) in str(out[f"select_{name}"])
 
 
 @pytest.fixture(params=["cuda", "hip"])

@@ -66,6 +66,44 @@ def test_backends_json_has_exactly_the_documented_keys() -> None:
     }
 
 
+def _hint_lines(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = lines.index("install hints:")
+    end = lines.index("", start)
+    return [" ".join(line.split()) for line in lines[start + 1 : end]]
+
+
+def test_backends_shows_the_install_hint_of_each_backend_not_usable_here() -> None:
+    rows = json.loads(run("backends", "--json").stdout)
+    table = run("backends")
+    assert table.returncode == 0, table.stderr
+    wanted = [
+        f"{row['name']} {row['install_hint']}"
+        for row in rows
+        if row["status"] not in ("ok", "blocked") and row["install_hint"]
+    ]
+    if wanted:
+        assert _hint_lines(table.stdout) == wanted
+    else:
+        assert "install hints:" not in table.stdout
+
+
+def test_backends_names_what_to_install_for_the_projects_backends_not_found() -> None:
+    done = run("backends", extra_env={"EVENTAPI_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert done.returncode == 0, done.stderr
+    assert _hint_lines(done.stdout) == [
+        'cuda pip install "eventapi-core[cuda]" (not found)',
+        'hip pip install "eventapi-core[hip]" (not found)',
+    ]
+    assert done.stdout.splitlines()[-1] == "default: host (the usable backend of top priority)"
+
+
+def test_a_blocked_backend_gets_no_install_hint() -> None:
+    done = run("backends", extra_env={"EVENTAPI_DISABLE_PLUGINS": "cuda,hip"})
+    assert done.returncode == 0, done.stderr
+    assert "install hints:" not in done.stdout
+
+
 def test_python_dash_m_is_the_same_program() -> None:
     script = run("backends", "--json")
     module = run("backends", "--json", module=True)

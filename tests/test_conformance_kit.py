@@ -10,34 +10,16 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kit_run import KIT, Run, run_pytest
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 
 # Generous: a kit run takes about a second here; the bound only turns a hang into a failure.
 RUN_TIMEOUT_S = 120
-
-KIT = ("--pyargs", "eventapi.testing")
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    returncode: int
-    output: str
-
-    def count(self, outcome: str) -> int:
-        """How many tests ended with ``outcome`` (passed, failed, skipped, error)."""
-        found = re.findall(rf"(\d+) {outcome}s?\b", self.output.splitlines()[-1])
-        return int(found[0]) if found else 0
-
-    def lines(self, prefix: str) -> list[str]:
-        return [line for line in self.output.splitlines() if line.startswith(prefix)]
 
 
 def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
@@ -48,16 +30,7 @@ def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
     }
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), environ.get("PYTHONPATH")]))
     environ.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rsfE", *args],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
-    return Run(done.returncode, done.stdout + done.stderr)
+    return run_pytest(*args, cwd=cwd, env=environ, timeout=RUN_TIMEOUT_S)
 
 
 def _kit(backend: str, *args: str, cwd: Path) -> Run:

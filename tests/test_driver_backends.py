@@ -196,27 +196,41 @@ def _in_thread(fn: Callable[[], object]) -> Any:
 # -- threads, contexts and devices ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("device", [0, 1], ids=["device-0", "device-1"])
 def test_fence_recorded_here_is_waited_on_a_thread_that_never_called_the_driver(
-    api: DriverBackend[Any, Any], stream: Stream[Any]
+    kind: DriverName, emu: EmulatedDriver, spelled: Spelling, device: int
 ) -> None:
+    # Device 1 matters for hip, whose backend never sets a thread's current device: the
+    # waiting thread's device stays 0 while it waits on an event of device 1.
+    api = eventapi.backend(f"{kind}:{device}")
+    assert isinstance(api, DriverBackend)
+    stream = api.stream_create_non_blocking()
     gate = _held(api, stream)
     ran: list[int] = []
     api.stream_launch_host_func(stream, lambda: ran.append(time.perf_counter_ns()))
     fence = EventFence[Any, Any].record(api, stream)
     returned: list[int] = []
+    current: list[int] = []
 
     def waiter() -> None:
         fence.wait()
         returned.append(time.perf_counter_ns())
+        current.append(spelled.current_device())
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    assert not fence.reached()
-    gate.set()
-    thread.join(JOIN_TIMEOUT_S)
+    try:
+        assert not fence.reached()
+    finally:
+        gate.set()
+        thread.join(JOIN_TIMEOUT_S)
+        fence.close()
+        api.stream_destroy(stream)
     assert returned, "the waiting thread never returned"
     assert ran[0] <= returned[0], "the wait returned before the work ahead of the fence ran"
-    fence.close()
+    # CUDA gives a thread without a context the backend's; HIP leaves the thread on device 0.
+    assert current == [device if kind == "cuda" else 0]
+    assert api.live_handles() == (0, 0)
 
 
 @pytest.mark.parametrize("thread_works_on_device_0", [False, True], ids=["fresh", "on-0"])

@@ -140,7 +140,10 @@ def cupy_costs(n: int, reps: int) -> Result:
 
 
 def cuda_core_costs(n: int, reps: int) -> Result:
-    from cuda.core import Device, EventOptions
+    try:
+        from cuda.core import Device, EventOptions
+    except ImportError:  # cuda-core releases before 0.4 keep them in cuda.core.experimental
+        from cuda.core.experimental import Device, EventOptions  # type: ignore[no-redef,unused-ignore]
 
     device = Device()
     device.set_current()

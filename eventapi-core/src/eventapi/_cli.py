@@ -1,6 +1,7 @@
 """The ``eventapi`` command (also ``python -m eventapi``).
 
-``eventapi backends [--json]`` prints the discovery table; ``eventapi check [NAME ...] [--json]
+``eventapi backends [--json]`` prints the discovery table (with the install hint of each backend
+not usable here, and the default selection); ``eventapi check [NAME ...] [--json]
 [--trace FILE]`` exercises backends on this machine. Exit status: 0 on success, 1 when a check
 fails or a backend cannot be selected, 2 for a usage error.
 """
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from ._discovery import ENV_BACKEND, backends, choose
+from ._discovery import ENV_BACKEND, KNOWN_HINTS, backends, choose
 from ._errors import EventApiError
 from ._plugin import BackendInfo
 
@@ -87,6 +88,26 @@ def _table(rows: Sequence[BackendInfo]) -> str:
     return "\n".join(lines)
 
 
+def _install_hints(rows: Sequence[BackendInfo]) -> list[str]:
+    """The install hint of each backend not usable here, and of this project's not found.
+
+    A blocked backend is left out: the variable that blocks it, not an install, is the fix.
+    """
+    found = {row.name for row in rows}
+    hints = [
+        (row.name, row.install_hint)
+        for row in rows
+        if row.install_hint and not row.usable and row.status != "blocked"
+    ]
+    hints += [
+        (name, f"{hint}  (not found)") for name, hint in KNOWN_HINTS.items() if name not in found
+    ]
+    if not hints:
+        return []
+    width = max(len(name) for name, _ in hints)
+    return ["install hints:"] + [f"  {name.ljust(width)}  {hint}" for name, hint in hints]
+
+
 def _default_line() -> str:
     try:
         name, device, source = choose()
@@ -104,6 +125,10 @@ def _backends(as_json: bool) -> int:
         return 0
     print(_table(rows))
     print()
+    hints = _install_hints(rows)
+    if hints:
+        print("\n".join(hints))
+        print()
     print(_default_line())
     return 0
 

@@ -38,7 +38,15 @@ from typing import TYPE_CHECKING, Any, Final, final
 import pluggy
 
 from ._errors import BackendError, BackendNotFoundError, BackendUnavailableError
-from ._plugin import ENTRY_POINT_GROUP, PLUGIN_API, PROJECT, BackendInfo, BackendSpec, _Hooks
+from ._plugin import (
+    ENTRY_POINT_GROUP,
+    PLUGIN_API,
+    PROJECT,
+    PROTOCOL_METHODS,
+    BackendInfo,
+    BackendSpec,
+    _Hooks,
+)
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -49,6 +57,7 @@ __all__ = [
     "ENV_BACKEND",
     "ENV_DISABLE_AUTOLOAD",
     "ENV_DISABLE_PLUGINS",
+    "KNOWN_HINTS",
     "backend",
     "backends",
     "choose",
@@ -65,25 +74,14 @@ ENV_DISABLE_PLUGINS: Final = "EVENTAPI_DISABLE_PLUGINS"
 
 # Backends this project publishes, so that a missing one is answered with the command that
 # installs it rather than only "not found".
-_KNOWN_HINTS: Final = {
+KNOWN_HINTS: Final = {
     "cuda": 'pip install "eventapi-core[cuda]"',
     "hip": 'pip install "eventapi-core[hip]"',
 }
 
-# What load() must return: the members of eventapi.EventApi. Checked by name so that a plugin
-# returning the wrong object fails at selection, with its name, not at the first call.
-_PROTOCOL_MEMBERS: Final = (
-    "BACKEND",
-    "event_create",
-    "event_destroy",
-    "event_record",
-    "event_wait",
-    "event_elapsed",
-    "stream_wait_event",
-    "stream_synchronize",
-    "stream_create_non_blocking",
-    "stream_destroy",
-)
+# What load() must return, checked by name so that a plugin returning the wrong object fails
+# at selection, with its name, not at the first call.
+_PROTOCOL_MEMBERS: Final = ("BACKEND", *PROTOCOL_METHODS)
 
 _NAME_RE: Final = re.compile(r"(?P<name>[^:\s]+)(?::(?P<device>[0-9]+))?")
 _FORM: Final = "NAME or NAME:DEVICE, for example 'cuda' or 'cuda:1'"
@@ -397,7 +395,7 @@ class _Registry:
             ", ".join(f"{row.name} ({row.status.split(':')[0]})" for row in self.rows()) or "none"
         )
         message = f"{subject} is not installed; installed backends: {installed}"
-        hint = _KNOWN_HINTS.get(name)
+        hint = KNOWN_HINTS.get(name)
         if hint:
             message += f". Install it with: {hint}"
         else:
@@ -440,7 +438,7 @@ def _row(
         priority = spec.priority if priority is None else priority
         hint = spec.install_hint
     else:
-        hint = _KNOWN_HINTS.get(candidate.name, "")
+        hint = KNOWN_HINTS.get(candidate.name, "")
     return BackendInfo(
         name=candidate.name,
         distribution=candidate.distribution,

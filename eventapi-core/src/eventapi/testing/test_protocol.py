@@ -6,17 +6,7 @@ from typing import Any
 
 import pytest
 
-PROTOCOL_MEMBERS = (
-    "event_create",
-    "event_destroy",
-    "event_record",
-    "event_wait",
-    "event_elapsed",
-    "stream_wait_event",
-    "stream_synchronize",
-    "stream_create_non_blocking",
-    "stream_destroy",
-)
+from .._plugin import PROTOCOL_METHODS
 
 CAPABILITY_MEMBERS = {
     "SupportsEventQuery": "event_query",
@@ -32,7 +22,7 @@ def test_backend_is_a_non_empty_str(eventapi_api: Any) -> None:
     assert name == eventapi_api.BACKEND, "BACKEND must not change between reads"
 
 
-@pytest.mark.parametrize("member", PROTOCOL_MEMBERS)
+@pytest.mark.parametrize("member", PROTOCOL_METHODS)
 def test_protocol_member_is_callable(eventapi_api: Any, member: str) -> None:
     assert callable(getattr(eventapi_api, member, None)), (
         f"{type(eventapi_api).__name__} lacks {member}(), which EventApi requires"
