@@ -77,7 +77,7 @@ class DriverCalls:
         self._names: dict[int, tuple[str, str]] = {}
 
     def __call__(self, fn: Callable[..., Any], *args: object) -> Any:
-        """Call ``fn(*args)``; return its one result value (None when it has none).
+        """Call ``fn(*args)``; return what follows the status: None, one value, or a tuple.
 
         Raises :class:`DriverError` when the status is not success (0).
         """
@@ -88,7 +88,9 @@ class DriverCalls:
         status = result[0]
         if status:
             raise self.error(_call_name(fn), status)
-        return result[1] if len(result) == 2 else None
+        if len(result) == 1:
+            return None
+        return result[1] if len(result) == 2 else tuple(result[1:])
 
     def ready(self, fn: Callable[..., Any], *args: object) -> bool:
         """Call a query: True on success, False on the not-ready status, else raise."""

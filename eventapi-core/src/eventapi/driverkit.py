@@ -96,7 +96,7 @@ class _Handle:
 
     @property
     def closed(self) -> bool:
-        """True once the handle was destroyed (or, for an adopted stream, released)."""
+        """True once the handle was destroyed. An adopted stream is never closed here."""
         return self._closed
 
     @property
