@@ -82,6 +82,48 @@ def test_spans_lie_within_the_uncertainty_of_the_true_stamps(api: HostBackend) -
             markers.close()
 
 
+class RecordSpy:
+    """The host backend, noting every event recorded through it.
+
+    Lets a test read the exact stamp of the profiler's own events: each window's two events
+    are the last ones recorded by its ``start()`` and ``stop()``, and they keep their stamps
+    until the pool hands them to a later window.
+    """
+
+    BACKEND = "host"
+
+    def __init__(self, inner: HostBackend) -> None:
+        self.inner = inner
+        self.recorded: list[Any] = []
+
+    def event_record(self, event: Any, stream: Any) -> None:
+        self.inner.event_record(event, stream)
+        self.recorded.append(event)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_every_span_lies_within_the_uncertainty_of_its_own_true_stamps(api: HostBackend) -> None:
+    # The exact form of the test above: the stamps the worker took for the window's own events.
+    spy = RecordSpy(api)
+    with EventProfiler(spy) as prof:
+        for batch in range(3):
+            truth = []
+            for i in range(5):
+                window = prof.start(f"w{batch}.{i}")
+                start = spy.recorded[-1]
+                api.stream_launch_host_func(prof.stream, lambda: time.sleep(0.001))
+                window.stop()
+                truth.append((start, spy.recorded[-1]))
+            spans = prof.collect()
+            u = prof.anchor.uncertainty_ns
+            assert len(spans) == len(truth)
+            for span, (start, end) in zip(spans, truth, strict=True):
+                assert abs(span.start_ns - api.stamp_ns(start)) <= u
+                assert abs(span.end_ns - api.stamp_ns(end)) <= u
+
+
 def test_uncertainty_is_positive_and_small(api: HostBackend) -> None:
     with EventProfiler(api) as prof:
         prof.start("w").stop()

@@ -11,6 +11,7 @@ import functools
 import gc
 import logging
 import queue
+import subprocess
 import sys
 import threading
 import time
@@ -172,6 +173,59 @@ def test_a_failed_wait_leaves_the_fence_usable(host: HostBackend, host_stream: S
     assert not fence.closed
     fence.wait()
     fence.close()
+
+
+def test_a_nan_timeout_expires_at_once(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    # As concurrent.futures treats it; a NaN deadline is never "passed" by a plain comparison,
+    # so a careless poll loop would spin until the stream was released.
+    hold(host_stream)
+    with EventFence.record(host, host_stream) as fence, pytest.raises(TimeoutError):
+        fence.wait(timeout=float("nan"))
+
+
+# Every backend call a fence makes after its record, and the fence call that makes it.
+FENCE_CALLS: dict[str, list[tuple[str, Any]]] = {
+    "event_wait": [("wait()", lambda f, s: f.wait())],
+    "event_query": [
+        ("reached()", lambda f, s: f.reached()),
+        ("wait(timeout)", lambda f, s: f.wait(timeout=HANG_S)),
+        ("wait_async()", lambda f, s: asyncio.run(f.wait_async())),
+    ],
+    "stream_wait_event": [("wait_on()", lambda f, s: f.wait_on(s))],
+}
+
+
+@pytest.mark.parametrize(
+    ("method", "use"),
+    [(m, use) for m, uses in FENCE_CALLS.items() for _, use in uses],
+    ids=[f"{m}-{name}" for m, uses in FENCE_CALLS.items() for name, _ in uses],
+)
+def test_a_fault_in_a_fence_call_surfaces_typed_and_leaves_the_fence_usable(
+    host: HostBackend, host_stream: Stream[Any], method: str, use: Any
+) -> None:
+    other = host.stream_create_non_blocking()
+    fence = EventFence.record(host, host_stream)
+    host.inject_fault(method)
+    with pytest.raises(DriverError) as info:
+        use(fence, other)
+    assert (info.value.call, info.value.name) == (method, "INJECTED_FAULT")
+    assert not fence.closed
+    use(fence, other)  # the fault is spent: the same call now works
+    fence.close()
+    host.stream_destroy(other)
+    assert host.live_handles() == (0, 1)  # only host_stream, which the fixture destroys
+
+
+def test_a_fault_in_the_capture_check_creates_nothing(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    host.inject_fault("stream_is_capturing")
+    with pytest.raises(DriverError) as info:
+        EventFence.record(host, host_stream)
+    assert info.value.call == "stream_is_capturing"
+    assert host.live_handles() == (0, 1)
 
 
 # -- asyncio ------------------------------------------------------------------------------------
@@ -544,3 +598,16 @@ def test_many_threads_wait_on_many_fences(host: HostBackend, host_stream: Stream
     for fence in fences:
         fence.close()
     assert host.live_handles() == (0, 1)
+
+
+# -- import cost --------------------------------------------------------------------------------
+
+
+def test_importing_eventapi_leaves_asyncio_unimported() -> None:
+    # wait_async imports asyncio when it runs: asyncio brings ssl, socket and subprocess, which
+    # would more than double what `import eventapi` costs a program that never awaits a fence.
+    code = "import sys, eventapi; print(sorted(m for m in sys.modules if m.startswith('asyncio')))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"

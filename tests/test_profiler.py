@@ -182,6 +182,8 @@ def test_pooled_events_bound_the_handles_of_many_windows(
 ) -> None:
     # 10,000 windows collected every 100: the pool reuses events, so the backend never holds
     # more than one batch's two events per window plus the anchor's samples, not 20,000.
+    # The first batch fills the pool to that high-water mark; every later batch reuses it and
+    # creates nothing.
     bound = 2 * 100 + ANCHOR_SAMPLES
     highest = 0
     total = 0
@@ -193,6 +195,7 @@ def test_pooled_events_bound_the_handles_of_many_windows(
         total += len(prof.collect())
         highest = max(highest, api.live_handles().events)
         assert batch > 0 or highest >= 2 * 100  # the first batch did create its events
+        assert api.live_handles().events == highest
     assert total == 10_000
     assert highest <= bound
     assert prof.summary()["w"].count == 10_000
@@ -271,6 +274,35 @@ def test_a_failed_create_surfaces_typed(api: HostBackend, prof: EventProfiler[An
         prof.start("no event")
     assert info.value.call == "event_create"
     assert api.live_handles().events == 0
+
+
+def test_a_failed_stream_create_leaves_nothing_to_release(
+    api: HostBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.inject_fault("stream_create_non_blocking")
+    with caplog.at_level(logging.WARNING, logger="eventapi"), pytest.raises(DriverError) as info:
+        EventProfiler(api)
+    gc.collect()  # the half-built profiler's finalizer must find nothing to release or log
+    assert info.value.call == "stream_create_non_blocking"
+    assert api.live_handles() == (0, 0)
+    assert not caplog.records
+
+
+def test_a_failed_capture_check_changes_nothing(
+    api: HostBackend, prof: EventProfiler[Any, Any]
+) -> None:
+    api.inject_fault("stream_is_capturing")
+    with pytest.raises(DriverError) as info:
+        prof.start("refused")
+    assert info.value.call == "stream_is_capturing"
+    assert api.live_handles().events == 0  # checked before an event is taken
+    window = prof.start("w")
+    api.inject_fault("stream_is_capturing")
+    with pytest.raises(DriverError):
+        window.stop()
+    assert not window.stopped  # still open: stopping it again works
+    window.stop()
+    assert [(s.name, s.depth) for s in prof.collect()] == [("w", 0)]
 
 
 @pytest.mark.parametrize("method", ["event_wait", "event_elapsed", "event_record"])

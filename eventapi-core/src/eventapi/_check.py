@@ -32,7 +32,8 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO, final
 
@@ -209,8 +210,6 @@ def _check_fence(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
 def _check_dependency(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
     if not isinstance(api, SupportsHostFunc):
         return SKIP, "needs SupportsHostFunc to hold a stream", {}
-    first = api.stream_create_non_blocking()
-    second = api.stream_create_non_blocking()
     gate = threading.Event()
     order: list[str] = []
     fences: list[EventFence[Any, Any]] = []
@@ -219,27 +218,26 @@ def _check_dependency(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, floa
         gate.wait(WAIT_S)  # bounded, so a failed check never strands the stream's thread
         order.append("A")
 
-    try:
-        api.stream_launch_host_func(first, held_a)
-        fences.append(EventFence.record(api, first))
-        fences[0].wait_on(second)
-        api.stream_launch_host_func(second, lambda: order.append("B"))
-        fences.append(EventFence.record(api, second))
-        early = fences[1].reached() if isinstance(api, SupportsEventQuery) else None
-        gate.set()
-        fences[1].wait()
-        if early:
-            raise _CheckError("stream B's fence was reached while stream A was still held")
-        if order != ["A", "B"]:
-            raise _CheckError(f"work ran in the order {order}, expected A before B")
-        seen = "not reached while A was held, " if early is False else ""
-        return PASS, f"B waited on A's fence on the device: {seen}B ran after A", {}
-    finally:
-        gate.set()
-        for fence in fences:
-            fence.close()
-        _drain_and_destroy(api, first)
-        _drain_and_destroy(api, second)
+    with _own_stream(api) as first, _own_stream(api) as second:
+        try:
+            api.stream_launch_host_func(first, held_a)
+            fences.append(EventFence.record(api, first))
+            fences[0].wait_on(second)
+            api.stream_launch_host_func(second, lambda: order.append("B"))
+            fences.append(EventFence.record(api, second))
+            early = fences[1].reached() if isinstance(api, SupportsEventQuery) else None
+            gate.set()
+            fences[1].wait()
+            if early:
+                raise _CheckError("stream B's fence was reached while stream A was still held")
+            if order != ["A", "B"]:
+                raise _CheckError(f"work ran in the order {order}, expected A before B")
+            seen = "not reached while A was held, " if early is False else ""
+            return PASS, f"B waited on A's fence on the device: {seen}B ran after A", {}
+        finally:
+            gate.set()
+            for fence in fences:
+                fence.close()
 
 
 def _check_window(
@@ -296,48 +294,39 @@ def _overheads(
     api: EventApi[Any, Any], n: int
 ) -> list[tuple[str, Callable[[], tuple[str, str, dict[str, float]]]]]:
     def record() -> tuple[str, str, dict[str, float]]:
-        stream = api.stream_create_non_blocking()
-        event = None
+        event = api.event_create()
         try:
-            event = api.event_create()
-            t0 = time.perf_counter_ns()
-            for _ in range(n):
-                api.event_record(event, stream)
-            return _per_call(time.perf_counter_ns() - t0, n)
+            with _own_stream(api) as stream:  # drained before the event is destroyed
+                t0 = time.perf_counter_ns()
+                for _ in range(n):
+                    api.event_record(event, stream)
+                return _per_call(time.perf_counter_ns() - t0, n)
         finally:
-            _drain_and_destroy(api, stream)
-            if event is not None:
-                api.event_destroy(event)
+            api.event_destroy(event)
 
     def query() -> tuple[str, str, dict[str, float]]:
         if not isinstance(api, SupportsEventQuery):
             return SKIP, "the backend has no event_query", {}
-        stream = api.stream_create_non_blocking()
-        event = None
+        event = api.event_create()
         try:
-            event = api.event_create()
-            api.event_record(event, stream)
-            api.event_wait(event)
-            t0 = time.perf_counter_ns()
-            for _ in range(n):
-                api.event_query(event)
-            return _per_call(time.perf_counter_ns() - t0, n)
+            with _own_stream(api) as stream:
+                api.event_record(event, stream)
+                api.event_wait(event)
+                t0 = time.perf_counter_ns()
+                for _ in range(n):
+                    api.event_query(event)
+                return _per_call(time.perf_counter_ns() - t0, n)
         finally:
-            _drain_and_destroy(api, stream)
-            if event is not None:
-                api.event_destroy(event)
+            api.event_destroy(event)
 
     def fence() -> tuple[str, str, dict[str, float]]:
-        stream = api.stream_create_non_blocking()
-        try:
+        with _own_stream(api) as stream:
             t0 = time.perf_counter_ns()
             for _ in range(n):
                 f = EventFence.record(api, stream)
                 f.wait()
                 f.close()
             return _per_call(time.perf_counter_ns() - t0, n)
-        finally:
-            _drain_and_destroy(api, stream)
 
     def window() -> tuple[str, str, dict[str, float]]:
         with EventProfiler(api) as prof:
@@ -375,6 +364,16 @@ def _held_work(gate: threading.Event, ran: threading.Event) -> Callable[[], None
 def _per_call(total_ns: int, n: int) -> tuple[str, str, dict[str, float]]:
     us = total_ns / n / 1e3
     return PASS, f"{us:.2f} us per call over {n}", {"us_per_call": us}
+
+
+@contextmanager
+def _own_stream(api: EventApi[Any, Any]) -> Iterator[Any]:
+    """A stream for one check, drained and destroyed however the check ends."""
+    stream = api.stream_create_non_blocking()
+    try:
+        yield stream
+    finally:
+        _drain_and_destroy(api, stream)
 
 
 def _drain_and_destroy(api: EventApi[Any, Any], stream: object) -> None:

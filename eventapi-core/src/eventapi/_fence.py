@@ -9,7 +9,6 @@ the destroy to the last call out, and never pulls the event from under a waiter.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import threading
@@ -160,10 +159,11 @@ class EventFence(Generic[E, S]):
         ``timeout`` is in seconds. ``None`` waits with the backend's ``event_wait``, which
         blocks without holding the GIL. A number polls the backend's ``event_query`` (first
         every 20 µs, backing off to every 1 ms) and raises :class:`TimeoutError` once
-        ``timeout`` seconds passed without the fence being reached; ``timeout <= 0`` queries
-        once. A timed wait needs ``event_query``: without it, :class:`~eventapi.UnsupportedError`.
-        Raises :class:`~eventapi.EventStateError` after ``close()``, and the backend's
-        :class:`~eventapi.DriverError` for the fault the wait revealed.
+        ``timeout`` seconds passed without the fence being reached; ``timeout <= 0`` (or
+        NaN) queries once. A timed wait needs ``event_query``: without it,
+        :class:`~eventapi.UnsupportedError`. Raises :class:`~eventapi.EventStateError` after
+        ``close()``, and the backend's :class:`~eventapi.DriverError` for the fault the wait
+        revealed.
         """
         if self._closed:
             self._refuse_closed("wait")
@@ -224,6 +224,10 @@ class EventFence(Generic[E, S]):
         leaves that thread waiting until the fence is reached (the fence stays valid for it
         until then, even if closed). Raises as :meth:`wait` does.
         """
+        # Imported here: asyncio (with ssl, socket and subprocess behind it) would more than
+        # double what `import eventapi` costs, for the one method that needs it.
+        import asyncio
+
         if self._closed:
             self._refuse_closed("wait_async")
         if self._reached:
@@ -361,7 +365,9 @@ class EventFence(Generic[E, S]):
         delay = _POLL_FIRST_S
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            # Written so that a NaN timeout expires at once, as in concurrent.futures, instead
+            # of polling forever.
+            if not remaining > 0:
                 raise TimeoutError(
                     f"{self._api.BACKEND}: fence not reached within {timeout:g} s; the stream "
                     "it was recorded into is still busy (wait longer, or look for work on it "

@@ -26,49 +26,30 @@ S = TypeVar("S")
 class EventPool(Generic[E, S]):
     """Free timing events of one backend object. Not thread-safe: one owner uses it."""
 
-    __slots__ = ("_api", "_created", "_free")
+    __slots__ = ("_api", "_free")
 
     def __init__(self, api: EventApi[E, S]) -> None:
         self._api = api
         self._free: list[E] = []
-        self._created = 0
-
-    @property
-    def created(self) -> int:
-        """Events this pool created and has not destroyed: its high-water mark."""
-        return self._created
-
-    @property
-    def free(self) -> int:
-        """Events in the pool now, ready to be recorded."""
-        return len(self._free)
 
     def acquire(self) -> E:
         """A free event, created when the pool is empty. Raises DriverError from the create."""
         if self._free:
             return self._free.pop()
-        event = self._api.event_create()
-        self._created += 1
-        return event
+        return self._api.event_create()
 
     def release(self, event: E) -> None:
         """Give ``event`` back; it must have come from :meth:`acquire` and be read already."""
         self._free.append(event)
 
-    def discard(self, event: E) -> None:
-        """Destroy an event taken from this pool instead of giving it back; failures are logged."""
-        self._created -= 1
-        self._destroy(event)
-
     def close(self) -> None:
         """Destroy every free event. Failures are logged: this runs from ``close()`` paths."""
         free, self._free = self._free, []
         for event in free:
-            self.discard(event)
-
-    def _destroy(self, event: E) -> None:
-        try:
-            self._api.event_destroy(event)
-        except Exception:
-            # A destroy that fails leaves nothing we could retry; the caller is cleaning up.
-            _log.warning("%s: destroying a pooled event failed", self._api.BACKEND, exc_info=True)
+            try:
+                self._api.event_destroy(event)
+            except Exception:
+                # A destroy that fails leaves nothing to retry; the caller is cleaning up.
+                _log.warning(
+                    "%s: destroying a pooled event failed", self._api.BACKEND, exc_info=True
+                )

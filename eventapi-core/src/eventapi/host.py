@@ -113,7 +113,11 @@ class _StreamState:
     )
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        # Reentrant because a finalizer may stop this stream on a thread that holds the lock: a
+        # garbage collection can start at any allocation under it (the worker's notify_all
+        # allocates), and a dropped profiler or stream handle collected there destroys its
+        # stream, whose stop() takes this lock again. A plain Lock would deadlock that thread.
+        self.lock = threading.RLock()
         # Two conditions on one lock: the worker sleeps on `work`, waiters on `done`, so waking
         # the worker never wakes a waiter instead (Condition.notify picks an arbitrary sleeper).
         self.work = threading.Condition(self.lock)
