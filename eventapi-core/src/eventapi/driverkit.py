@@ -189,7 +189,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
     BACKEND: str
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a garbage collection can start on any allocation, including one made
+        # while this lock is held, and the finalizer it runs may destroy another handle of the
+        # same backend object on the same thread. Each section is a self-contained update of a
+        # flag or a counter, so re-entry cannot observe one half-done.
+        self._lock = threading.RLock()
         self._tls = threading.local()
         self._live_events = 0
         self._live_streams = 0
@@ -376,7 +380,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def live_handles(self) -> LiveHandles:
         """Events and streams this backend object created and has not destroyed yet."""
         with self._lock:
-            return LiveHandles(self._live_events, self._live_streams)
+            events, streams = self._live_events, self._live_streams
+        return LiveHandles(events, streams)
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -435,12 +440,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if not getattr(self._tls, "bound", False):
             self._ensure_thread()
         with self._lock:
-            if first._closed:
-                self._refuse_closed(first, call)
-            if second._closed:
-                self._refuse_closed(second, call)
-            first._users += 1
-            second._users += 1
+            closed = first if first._closed else second if second._closed else None
+            if closed is None:
+                first._users += 1
+                second._users += 1
+        if closed is not None:
+            self._refuse_closed(closed, call)
 
     def _leave_both(self, first: _Handle, second: _Handle) -> None:
         with self._lock:
@@ -454,9 +459,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _enter(self, handle: _Handle, call: str) -> Any:
         self._ensure_thread()
         with self._lock:
-            if handle._closed:
-                self._refuse_closed(handle, call)
-            handle._users += 1
+            closed = handle._closed
+            if not closed:
+                handle._users += 1
+        if closed:
+            self._refuse_closed(handle, call)
         return handle._raw
 
     def _leave(self, handle: _Handle) -> None:
