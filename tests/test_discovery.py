@@ -26,6 +26,7 @@ from eventapi import (
     BackendSpec,
     BackendUnavailableError,
     _discovery,
+    _selection,
 )
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -259,7 +260,7 @@ def test_two_distributions_claiming_one_name_conflict(sites: AddSites) -> None:
 def test_default_is_highest_priority_usable(sites: AddSites) -> None:
     # widget (90) cannot run here and flaky (40) is lower: alpha (70) wins over host (0).
     sites("alpha", "widget", "flaky", "badimport")
-    assert _discovery.choose() == ("alpha", None, "priority")
+    assert _selection.choose() == ("alpha", None, "priority")
     assert eventapi.backend() is eventapi.backend("alpha")
     assert fake("eventapi_fake_widget").LOADS == []
 
@@ -289,7 +290,7 @@ def test_tie_at_the_top_says_how_to_choose(
 def test_variable_selects(sites: AddSites, monkeypatch: pytest.MonkeyPatch) -> None:
     sites("alpha", "beta")
     monkeypatch.setenv("EVENTAPI_BACKEND", "alpha:2")
-    assert _discovery.choose() == ("alpha", 2, "EVENTAPI_BACKEND")
+    assert _selection.choose() == ("alpha", 2, "EVENTAPI_BACKEND")
     chosen = eventapi.backend()
     assert chosen is eventapi.backend("alpha:2")
     assert fake("eventapi_fake_alpha").LOADS == [2]
@@ -299,7 +300,7 @@ def test_argument_beats_variable(sites: AddSites, monkeypatch: pytest.MonkeyPatc
     sites("alpha", "beta")
     monkeypatch.setenv("EVENTAPI_BACKEND", "beta")
     assert eventapi.backend("alpha") is not eventapi.backend("beta")
-    assert _discovery.choose("alpha") == ("alpha", None, "argument")
+    assert _selection.choose("alpha") == ("alpha", None, "argument")
 
 
 def test_one_object_per_name_and_device(sites: AddSites) -> None:

@@ -9,7 +9,7 @@ plugin; :func:`backend` does, on first use.
 from __future__ import annotations
 
 from ._anchor import Anchor
-from ._discovery import backend, backends
+from ._discovery import backends
 from ._errors import (
     BackendError,
     BackendNotFoundError,
@@ -24,6 +24,7 @@ from ._fence import EventFence
 from ._plugin import PLUGIN_API, BackendInfo, BackendSpec, hookimpl, hookspec
 from ._profiler import EventProfiler, Span, Stats, Window
 from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
+from ._selection import backend
 
 __all__ = [
     "PLUGIN_API",

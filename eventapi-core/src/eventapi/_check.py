@@ -22,12 +22,11 @@ Each backend gets the same checks, in this order:
     The backend's live handle count is back where it started (when it counts them).
 
 :func:`run_check` is the command-line job; :func:`check_backend` runs the checks on one
-backend object.
+backend object. Printing the results and writing the trace are :mod:`eventapi._report`'s.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import threading
@@ -41,6 +40,7 @@ from ._errors import EventApiError
 from ._fence import EventFence
 from ._profiler import EventProfiler, Span
 from ._protocol import EventApi, SupportsEventQuery, SupportsHostFunc
+from ._report import report
 
 __all__ = [
     "ANCHOR_LIMIT_NS",
@@ -51,9 +51,7 @@ __all__ = [
     "BackendReport",
     "CheckResult",
     "check_backend",
-    "report",
     "run_check",
-    "write_trace",
 ]
 
 PASS: Final = "PASS"
@@ -396,103 +394,7 @@ def _fmt_handles(counts: tuple[int, ...]) -> str:
     return str(counts)
 
 
-# -- output -------------------------------------------------------------------------------------
-
-
-def write_trace(reports: Sequence[BackendReport], path: str) -> None:
-    """Write every report's spans to ``path`` as Chrome trace-event JSON.
-
-    One process per backend, one thread per stream label; each span is a complete (``"X"``)
-    event whose ``ts`` and ``dur`` are microseconds on the host clock
-    (:func:`time.perf_counter_ns` / 1000), so it opens in ``chrome://tracing`` and Perfetto.
-    """
-    events: list[dict[str, object]] = []
-    for pid, rep in enumerate(reports, start=1):
-        events.append(
-            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": rep.backend}}
-        )
-        tids: dict[str, int] = {}
-        for span in rep.spans:
-            if span.stream not in tids:
-                tids[span.stream] = tid = len(tids) + 1
-                events.append(
-                    {
-                        "name": "thread_name",
-                        "ph": "M",
-                        "pid": pid,
-                        "tid": tid,
-                        "args": {"name": span.stream},
-                    }
-                )
-            events.append(
-                {
-                    "name": span.name,
-                    "ph": "X",
-                    "pid": pid,
-                    "tid": tids[span.stream],
-                    "ts": span.start_ns / 1e3,
-                    "dur": span.duration_ns / 1e3,
-                    "args": {"duration_ns": span.duration_ns, "depth": span.depth},
-                }
-            )
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file, indent=1)
-        file.write("\n")
-
-
-def report(
-    reports: Sequence[BackendReport],
-    *,
-    as_json: bool = False,
-    trace: str | None = None,
-    out: TextIO = sys.stdout,
-) -> int:
-    """Print ``reports`` as a table (or JSON), write the trace if asked; return the exit status.
-
-    The status is 1 when any check failed or the trace could not be written, else 0.
-    """
-    rows = [r for rep in reports for r in rep.results]
-    if as_json:
-        json.dump(
-            [
-                {
-                    "backend": r.backend,
-                    "check": r.check,
-                    "result": r.result,
-                    "detail": r.detail,
-                    "values": dict(r.values),
-                }
-                for r in rows
-            ],
-            out,
-            indent=2,
-        )
-        out.write("\n")
-    else:
-        out.write(_table(rows))
-    status = 1 if any(rep.failed for rep in reports) or not reports else 0
-    if trace is not None:
-        try:
-            write_trace(reports, trace)
-        except OSError as exc:
-            print(f"eventapi check: cannot write the trace to {trace}: {exc}", file=sys.stderr)
-            status = 1
-    return status
-
-
-def _table(rows: Sequence[CheckResult]) -> str:
-    header = ("BACKEND", "CHECK", "RESULT", "DETAIL")
-    cells = [header, *((r.backend, r.check, r.result, r.detail) for r in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(3)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        + "  "
-        + row[3]
-        for row in cells
-    ]
-    if not rows:
-        lines.append("(no backend was checked)")
-    return "\n".join(line.rstrip() for line in lines) + "\n"
+# -- the command-line job -----------------------------------------------------------------------
 
 
 def run_check(

@@ -14,9 +14,10 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from ._discovery import ENV_BACKEND, KNOWN_HINTS, backends, choose
+from ._discovery import KNOWN_HINTS, backends
 from ._errors import EventApiError
 from ._plugin import BackendInfo
+from ._selection import ENV_BACKEND, choose
 
 __all__ = ["main"]
 

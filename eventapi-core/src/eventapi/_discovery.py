@@ -1,16 +1,16 @@
-"""Backend discovery and selection: what is installed, what can run here, and which one to use.
+"""Backend discovery: what is installed, and what can run here.
 
 Discovery reads the entry points of the group ``eventapi.backends`` (the entry point's name is
 the backend's name, its value a light module of pluggy hook implementations), plus the plugins
 registered in code, of which the core's own ``host`` is one. It is lazy and cached:
 
 * ``import eventapi`` scans nothing;
-* the first call of :func:`backends` or :func:`backend` lists the entry points (package
+* the first call of :func:`backends` or :func:`~eventapi.backend` lists the entry points (package
   metadata only, no import);
 * a plugin module is imported, its hook called and its probe run the first time its name is
   needed: :func:`backends` needs every name, ``backend("cuda")`` only ``cuda``;
 * only :attr:`BackendSpec.load <eventapi.BackendSpec.load>` imports a driver binding, and only
-  :func:`backend` calls it.
+  :func:`~eventapi.backend` calls it.
 
 Each plugin is handled in isolation. One that cannot be imported, raises in its hook, yields
 something that is not a matching :class:`~eventapi.BackendSpec`, was built for another major of
@@ -20,8 +20,11 @@ broken, and selecting the name raises :class:`~eventapi.BackendError`. Nothing p
 silently.
 
 The variables ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and ``EVENTAPI_DISABLE_PLUGINS`` are read when
-discovery first runs in the process; ``EVENTAPI_BACKEND`` is read by each ``backend()`` call
-without a name.
+discovery first runs in the process, and again after :func:`refresh`.
+
+Which backend to use, and the loaded objects, are :mod:`eventapi._selection`'s: it reads one
+name through ``_registry.entry(name)`` or every row through ``_registry.rows()``, takes
+``_registry.lock`` around a ``load``, and has its cache emptied by ``_registry.on_forget``.
 """
 
 from __future__ import annotations
@@ -33,16 +36,14 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
 import pluggy
 
-from ._errors import BackendError, BackendNotFoundError, BackendUnavailableError
 from ._plugin import (
     ENTRY_POINT_GROUP,
     PLUGIN_API,
     PROJECT,
-    PROTOCOL_METHODS,
     BackendInfo,
     BackendSpec,
     _Hooks,
@@ -51,16 +52,11 @@ from ._plugin import (
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
-    from ._protocol import EventApi
-
 __all__ = [
-    "ENV_BACKEND",
     "ENV_DISABLE_AUTOLOAD",
     "ENV_DISABLE_PLUGINS",
     "KNOWN_HINTS",
-    "backend",
     "backends",
-    "choose",
     "refresh",
     "register",
     "unregister",
@@ -68,7 +64,6 @@ __all__ = [
 
 _log = logging.getLogger("eventapi")
 
-ENV_BACKEND: Final = "EVENTAPI_BACKEND"
 ENV_DISABLE_AUTOLOAD: Final = "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD"
 ENV_DISABLE_PLUGINS: Final = "EVENTAPI_DISABLE_PLUGINS"
 
@@ -78,13 +73,6 @@ KNOWN_HINTS: Final = {
     "cuda": 'pip install "eventapi-core[cuda]"',
     "hip": 'pip install "eventapi-core[hip]"',
 }
-
-# What load() must return, checked by name so that a plugin returning the wrong object fails
-# at selection, with its name, not at the first call.
-_PROTOCOL_MEMBERS: Final = ("BACKEND", *PROTOCOL_METHODS)
-
-_NAME_RE: Final = re.compile(r"(?P<name>[^:\s]+)(?::(?P<device>[0-9]+))?")
-_FORM: Final = "NAME or NAME:DEVICE, for example 'cuda' or 'cuda:1'"
 
 
 @final
@@ -140,8 +128,9 @@ def _one_line(text: str) -> str:
 class _Registry:
     """The process-wide discovery state.
 
-    Every public method takes the lock. It is re-entrant so that a backend's ``load`` may itself
-    select another backend (a backend composed over ``host``).
+    Every public method takes :attr:`lock`, the one lock of discovery and selection. It is
+    re-entrant because selection holds it across a backend's ``load``, and that ``load`` may
+    itself select another backend (a backend composed over ``host``).
     """
 
     __slots__ = (
@@ -150,25 +139,30 @@ class _Registry:
         "_candidates",
         "_code",
         "_entries",
-        "_lock",
-        "_objects",
+        "_on_forget",
         "_pm",
+        "lock",
     )
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self.lock: Final = threading.RLock()
         self._code: dict[str, _Candidate] = {}
         self._candidates: dict[str, list[_Candidate]] | None = None
         self._entries: dict[str, _Entry] = {}
-        self._objects: dict[tuple[str, int | None], Any] = {}
+        self._on_forget: list[Callable[[], None]] = []
         self._pm: pluggy.PluginManager | None = None
         self._blocked: frozenset[str] = frozenset()
         self._autoload = True
 
+    @property
+    def autoload(self) -> bool:
+        """False when the last scan skipped entry points (``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD``)."""
+        return self._autoload
+
     # -- registration and cache ---------------------------------------------------------------
 
     def register(self, candidate: _Candidate) -> None:
-        with self._lock:
+        with self.lock:
             if candidate.name == "host":
                 raise ValueError("'host' is the embedded backend and is always registered")
             if candidate.name in self._code:
@@ -180,20 +174,25 @@ class _Registry:
             self._forget()
 
     def unregister(self, name: str) -> None:
-        with self._lock:
+        with self.lock:
             self._code.pop(name, None)
             self._forget()
 
     def refresh(self) -> None:
-        with self._lock:
+        with self.lock:
             self._forget()
 
+    def on_forget(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (under the lock) whenever discovery forgets what it learnt."""
+        with self.lock:
+            self._on_forget.append(callback)
+
     def _forget(self) -> None:
-        # Objects already handed out keep working; later calls build new ones.
         self._candidates = None
         self._entries.clear()
-        self._objects.clear()
         self._pm = None
+        for callback in self._on_forget:
+            callback()
 
     # -- listing ------------------------------------------------------------------------------
 
@@ -226,7 +225,7 @@ class _Registry:
 
     def entry(self, name: str) -> _Entry | None:
         """The resolved entry for ``name``, importing its plugin on first use; None if absent."""
-        with self._lock:
+        with self.lock:
             candidates = self._scan().get(name)
             if candidates is None:
                 return None
@@ -237,7 +236,8 @@ class _Registry:
             return entry
 
     def rows(self) -> list[BackendInfo]:
-        with self._lock:
+        """Every row, highest priority first, then name; resolves every name on first use."""
+        with self.lock:
             names = list(self._scan())
             rows = [row for name in names for row in self._entry_of(name).rows]
         return sorted(rows, key=lambda row: (-row.priority, row.name, row.distribution))
@@ -314,101 +314,6 @@ class _Registry:
             _log.debug("eventapi_backends of %s raised", candidate.target, exc_info=True)
             raise _BrokenPluginError(f"eventapi_backends raised {_describe(exc)}") from exc
         return _check_specs(candidate, specs)
-
-    # -- selection ----------------------------------------------------------------------------
-
-    def choose(self, name: str | None) -> tuple[str, int | None, str]:
-        """Resolve the selection order without loading: (name, device, where it came from)."""
-        if name is not None:
-            if not isinstance(name, str):
-                raise TypeError(f"backend name must be a str, got {type(name).__name__}")
-            parsed, device = _parse(name, f"backend name {name!r}")
-            return parsed, device, "argument"
-        value = os.environ.get(ENV_BACKEND, "").strip()
-        if value:
-            parsed, device = _parse(value, f"{ENV_BACKEND}={value!r}")
-            return parsed, device, ENV_BACKEND
-        with self._lock:
-            rows = self.rows()
-        usable = [row for row in rows if row.usable]
-        if not usable:
-            listing = "; ".join(f"{row.name}: {row.status}" for row in rows) or "none installed"
-            raise BackendUnavailableError(
-                f"no usable backend here ({listing}). Fix one of those, or unset "
-                f"{ENV_DISABLE_PLUGINS} / {ENV_DISABLE_AUTOLOAD} if they hide one"
-            )
-        top = [row for row in usable if row.priority == usable[0].priority]
-        if len(top) > 1:
-            names = ", ".join(f"{row.name} ({row.distribution} {row.version})" for row in top)
-            raise BackendError(
-                f"several usable backends share the top priority {top[0].priority}: {names}; "
-                f"choose one with eventapi.backend({top[0].name!r}) or "
-                f"{ENV_BACKEND}={top[0].name}"
-            )
-        return top[0].name, None, "priority"
-
-    def backend(self, name: str | None) -> EventApi[Any, Any]:
-        chosen, device, source = self.choose(name)
-        key = (chosen, device)
-        with self._lock:
-            obj = self._objects.get(key)
-            if obj is not None:
-                return obj  # type: ignore[no-any-return]
-            spec = self._usable_spec(chosen, source)
-            obj = _load(spec, device)
-            self._objects[key] = obj
-            return obj  # type: ignore[no-any-return]
-
-    def _usable_spec(self, name: str, source: str) -> BackendSpec:
-        subject = f"backend {name!r}" + (f" (from {ENV_BACKEND})" if source == ENV_BACKEND else "")
-        entry = self.entry(name)
-        if entry is None:
-            raise BackendNotFoundError(self._not_found(name, subject))
-        row = entry.rows[0]
-        where = f"{row.distribution} {row.version}".strip()
-        if row.status == "blocked":
-            raise BackendUnavailableError(
-                f"{subject} is blocked by {ENV_DISABLE_PLUGINS}="
-                f"{os.environ.get(ENV_DISABLE_PLUGINS, '')!r}; remove {name!r} from that "
-                "variable to use it"
-            )
-        if entry.spec is None:
-            raise BackendError(f"{subject} ({where}) is broken: {row.reason}")
-        if not row.usable:
-            raise BackendUnavailableError(
-                f"{subject} ({where}) cannot be used here: {row.reason}. "
-                f"{self._usable_elsewhere(name)}"
-            )
-        return entry.spec
-
-    def _usable_elsewhere(self, name: str) -> str:
-        others = [row.name for row in self.rows() if row.usable and row.name != name]
-        if not others:
-            return "No other backend is usable here either"
-        return (
-            f"Usable here: {', '.join(others)}; select one with eventapi.backend(NAME) or "
-            f"{ENV_BACKEND}=NAME"
-        )
-
-    def _not_found(self, name: str, subject: str) -> str:
-        installed = (
-            ", ".join(f"{row.name} ({row.status.split(':')[0]})" for row in self.rows()) or "none"
-        )
-        message = f"{subject} is not installed; installed backends: {installed}"
-        hint = KNOWN_HINTS.get(name)
-        if hint:
-            message += f". Install it with: {hint}"
-        else:
-            message += (
-                f". A backend is a distribution declaring an entry point {name!r} in the group "
-                f"{ENTRY_POINT_GROUP!r}; install the one that provides it"
-            )
-        if not self._autoload:
-            message += (
-                f". {ENV_DISABLE_AUTOLOAD} is set, so installed plugins were not scanned; "
-                "unset it to find them"
-            )
-        return message
 
 
 def _from_entry_point(ep: EntryPoint) -> _Candidate:
@@ -523,31 +428,6 @@ def _probe(spec: BackendSpec) -> str | None:
     return _one_line(reason)
 
 
-def _parse(text: str, subject: str) -> tuple[str, int | None]:
-    match = _NAME_RE.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(f"{subject} is not of the form {_FORM}")
-    device = match.group("device")
-    return match.group("name"), int(device) if device is not None else None
-
-
-def _load(spec: BackendSpec, device: int | None) -> Any:
-    what = spec.name if device is None else f"{spec.name}:{device}"
-    try:
-        obj = spec.load(device)
-    except BackendError:
-        raise  # the plugin already said what is wrong, in eventapi's own terms
-    except Exception as exc:
-        raise BackendUnavailableError(f"backend {what!r} failed to load: {_describe(exc)}") from exc
-    missing = [member for member in _PROTOCOL_MEMBERS if not hasattr(obj, member)]
-    if missing:
-        raise BackendError(
-            f"backend {what!r}: load() returned {obj!r}, which lacks {', '.join(missing)}; "
-            "it must return an object satisfying eventapi.EventApi"
-        )
-    return obj
-
-
 def _host_candidate() -> _Candidate:
     # Imported here: eventapi/__init__.py defines __version__ after importing this module.
     from . import __version__
@@ -568,34 +448,6 @@ _registry: Final = _Registry()
 # -- the public functions ---------------------------------------------------------------------
 
 
-def backend(name: str | None = None) -> EventApi[Any, Any]:
-    """Return the ready backend object for ``name``; one object per (name, device), cached.
-
-    ``name`` is ``"NAME"`` or ``"NAME:DEVICE"`` (``"cuda:1"``: device index 1). The choice is,
-    in order: the argument; else the variable ``EVENTAPI_BACKEND`` (same syntax); else the
-    usable backend of highest priority. An explicit choice (argument or variable) that cannot be
-    satisfied raises; it never falls back to another backend.
-
-    ``"cuda"`` (device ``None``: the backend's default device) and ``"cuda:0"`` are two
-    selections and give two objects, even where the default device is 0; handles of one are
-    foreign to the other. Use one spelling throughout a program.
-
-    The first call for a (name, device) pair imports the backend's driver binding and may take
-    a while; concurrent callers wait for it and receive the same object.
-
-    Raises:
-        ValueError: ``name`` (or ``EVENTAPI_BACKEND``) is not of the form NAME[:DEVICE].
-        BackendNotFoundError: no backend of that name is installed; the message lists those
-            that are and, for the backends this project publishes, the pip command.
-        BackendUnavailableError: the backend is installed but cannot run here (the probe's
-            reason), is blocked by ``EVENTAPI_DISABLE_PLUGINS``, or its ``load`` failed (the
-            original exception is chained).
-        BackendError: the plugin is broken or its name is claimed twice; or no name was given
-            and two usable backends tie for the top priority (the message says how to choose).
-    """
-    return _registry.backend(name)
-
-
 def backends() -> list[BackendInfo]:
     """Every backend discovery found, sorted by priority (highest first), then name.
 
@@ -604,16 +456,6 @@ def backends() -> list[BackendInfo]:
     exception.
     """
     return _registry.rows()
-
-
-def choose(name: str | None = None) -> tuple[str, int | None, str]:
-    """The (name, device, source) :func:`backend` would select, without loading it.
-
-    ``source`` is ``"argument"``, ``"EVENTAPI_BACKEND"`` or ``"priority"``. Raises what
-    :func:`backend` raises while choosing (ValueError, BackendError for a tie,
-    BackendUnavailableError when nothing is usable).
-    """
-    return _registry.choose(name)
 
 
 def register(
@@ -638,6 +480,7 @@ def refresh() -> None:
     """Forget everything discovery learnt, so the next call rescans (tests use this).
 
     The environment variables are read again. Cached backend objects are dropped, not closed:
-    objects already handed out keep working, and later :func:`backend` calls build new ones.
+    objects already handed out keep working, and later :func:`~eventapi.backend` calls build
+    new ones.
     """
     _registry.refresh()

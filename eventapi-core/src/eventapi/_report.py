@@ -1,0 +1,114 @@
+"""How ``eventapi check`` reports: a table or JSON of the checks, and the spans as a trace.
+
+:func:`report` prints what :func:`~eventapi._check.check_backend` returned and decides the exit
+status; :func:`write_trace` writes the profiler spans the checks read as Chrome trace-event JSON.
+Running the checks is :mod:`eventapi._check`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ._check import BackendReport, CheckResult
+
+__all__ = ["report", "write_trace"]
+
+
+def write_trace(reports: Sequence[BackendReport], path: str) -> None:
+    """Write every report's spans to ``path`` as Chrome trace-event JSON.
+
+    One process per backend, one thread per stream label; each span is a complete (``"X"``)
+    event whose ``ts`` and ``dur`` are microseconds on the host clock
+    (:func:`time.perf_counter_ns` / 1000), so it opens in ``chrome://tracing`` and Perfetto.
+    """
+    events: list[dict[str, object]] = []
+    for pid, rep in enumerate(reports, start=1):
+        events.append(
+            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": rep.backend}}
+        )
+        tids: dict[str, int] = {}
+        for span in rep.spans:
+            if span.stream not in tids:
+                tids[span.stream] = tid = len(tids) + 1
+                events.append(
+                    {
+                        "name": "thread_name",
+                        "ph": "M",
+                        "pid": pid,
+                        "tid": tid,
+                        "args": {"name": span.stream},
+                    }
+                )
+            events.append(
+                {
+                    "name": span.name,
+                    "ph": "X",
+                    "pid": pid,
+                    "tid": tids[span.stream],
+                    "ts": span.start_ns / 1e3,
+                    "dur": span.duration_ns / 1e3,
+                    "args": {"duration_ns": span.duration_ns, "depth": span.depth},
+                }
+            )
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file, indent=1)
+        file.write("\n")
+
+
+def report(
+    reports: Sequence[BackendReport],
+    *,
+    as_json: bool = False,
+    trace: str | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Print ``reports`` as a table (or JSON), write the trace if asked; return the exit status.
+
+    The status is 1 when any check failed or the trace could not be written, else 0.
+    """
+    rows = [r for rep in reports for r in rep.results]
+    if as_json:
+        json.dump(
+            [
+                {
+                    "backend": r.backend,
+                    "check": r.check,
+                    "result": r.result,
+                    "detail": r.detail,
+                    "values": dict(r.values),
+                }
+                for r in rows
+            ],
+            out,
+            indent=2,
+        )
+        out.write("\n")
+    else:
+        out.write(_table(rows))
+    status = 1 if any(rep.failed for rep in reports) or not reports else 0
+    if trace is not None:
+        try:
+            write_trace(reports, trace)
+        except OSError as exc:
+            print(f"eventapi check: cannot write the trace to {trace}: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def _table(rows: Sequence[CheckResult]) -> str:
+    header = ("BACKEND", "CHECK", "RESULT", "DETAIL")
+    cells = [header, *((r.backend, r.check, r.result, r.detail) for r in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + "  "
+        + row[3]
+        for row in cells
+    ]
+    if not rows:
+        lines.append("(no backend was checked)")
+    return "\n".join(line.rstrip() for line in lines) + "\n"
