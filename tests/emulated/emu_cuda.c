@@ -180,12 +180,12 @@ static CUresult impl_cuDriverGetVersion(int *version) {
     return CUDA_SUCCESS;
 }
 
-static CUresult impl_cuGetErrorName(CUresult error, const char **str) {
-    ENTER("cuGetErrorName");
+/* The name (0) or the text (1) of a code, as both lookups answer: unknown -> INVALID_VALUE. */
+static CUresult describe(CUresult error, int text, const char **str) {
     if (str == NULL) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
         if (errors[i].code == error) {
-            *str = errors[i].name;
+            *str = text ? errors[i].text : errors[i].name;
             return CUDA_SUCCESS;
         }
     }
@@ -193,17 +193,14 @@ static CUresult impl_cuGetErrorName(CUresult error, const char **str) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+static CUresult impl_cuGetErrorName(CUresult error, const char **str) {
+    ENTER("cuGetErrorName");
+    return describe(error, 0, str);
+}
+
 static CUresult impl_cuGetErrorString(CUresult error, const char **str) {
     ENTER("cuGetErrorString");
-    if (str == NULL) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
-        if (errors[i].code == error) {
-            *str = errors[i].text;
-            return CUDA_SUCCESS;
-        }
-    }
-    *str = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
+    return describe(error, 1, str);
 }
 
 /* -- devices and contexts --------------------------------------------------------------- */

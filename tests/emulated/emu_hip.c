@@ -209,30 +209,29 @@ hipError_t hipDeviceSynchronize(void) {
     (0x1u | HIP_EVENT_DISABLE_TIMING | HIP_EVENT_INTERPROCESS | 0x20000000u | 0x40000000u |   \
      0x80000000u)
 
-hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
-    ENTER("hipEventCreateWithFlags");
+/* The creates' common body, after each entry point counted its own call. */
+static hipError_t create_event(hipEvent_t *event, int timing) {
     if (event == NULL) return hipErrorInvalidValue;
-    if ((flags & ~HIP_EVENT_FLAGS) != 0) return hipErrorInvalidValue;
-    if ((flags & HIP_EVENT_INTERPROCESS) && !(flags & HIP_EVENT_DISABLE_TIMING)) {
-        return hipErrorInvalidValue;
-    }
     int dev;
     NEED_DEVICE(dev);
     uint64_t h = 0;
-    hipError_t rc = code(emuc_event_create(dev, !(flags & HIP_EVENT_DISABLE_TIMING), &h));
+    hipError_t rc = code(emuc_event_create(dev, timing, &h));
     if (rc == hipSuccess) *event = P(h);
     return rc;
 }
 
+hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
+    ENTER("hipEventCreateWithFlags");
+    if ((flags & ~HIP_EVENT_FLAGS) != 0) return hipErrorInvalidValue;
+    if ((flags & HIP_EVENT_INTERPROCESS) && !(flags & HIP_EVENT_DISABLE_TIMING)) {
+        return hipErrorInvalidValue;
+    }
+    return create_event(event, !(flags & HIP_EVENT_DISABLE_TIMING));
+}
+
 hipError_t hipEventCreate(hipEvent_t *event) {
     ENTER("hipEventCreate");
-    if (event == NULL) return hipErrorInvalidValue;
-    int dev;
-    NEED_DEVICE(dev);
-    uint64_t h = 0;
-    hipError_t rc = code(emuc_event_create(dev, 1, &h));
-    if (rc == hipSuccess) *event = P(h);
-    return rc;
+    return create_event(event, 1);
 }
 
 hipError_t hipEventDestroy(hipEvent_t event) {
@@ -265,27 +264,25 @@ hipError_t hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_t stop) {
 
 /* -- streams ---------------------------------------------------------------------------- */
 
-hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
-    ENTER("hipStreamCreateWithFlags");
+static hipError_t create_stream(hipStream_t *stream, int non_blocking) {
     if (stream == NULL) return hipErrorInvalidValue;
-    if ((flags & ~1u) != 0) return hipErrorInvalidValue; /* hipStreamNonBlocking is 1 */
     int dev;
     NEED_DEVICE(dev);
     uint64_t h = 0;
-    hipError_t rc = code(emuc_stream_create(dev, (flags & 1u) != 0, &h));
+    hipError_t rc = code(emuc_stream_create(dev, non_blocking, &h));
     if (rc == hipSuccess) *stream = P(h);
     return rc;
 }
 
+hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
+    ENTER("hipStreamCreateWithFlags");
+    if ((flags & ~1u) != 0) return hipErrorInvalidValue; /* hipStreamNonBlocking is 1 */
+    return create_stream(stream, (flags & 1u) != 0);
+}
+
 hipError_t hipStreamCreate(hipStream_t *stream) {
     ENTER("hipStreamCreate");
-    if (stream == NULL) return hipErrorInvalidValue;
-    int dev;
-    NEED_DEVICE(dev);
-    uint64_t h = 0;
-    hipError_t rc = code(emuc_stream_create(dev, 0, &h));
-    if (rc == hipSuccess) *stream = P(h);
-    return rc;
+    return create_stream(stream, 0);
 }
 
 hipError_t hipStreamDestroy(hipStream_t stream) {
