@@ -192,7 +192,10 @@ def launch_host_func(
     ``enqueue(fn_address, user_data)`` spells the driver's launch call with the trampoline's
     address as the C function and ``user_data`` as its argument. ``fn`` is held until a driver
     thread has run it (or the launch failed); an exception it raises is logged on the
-    ``eventapi`` logger, never propagated into the driver's thread.
+    ``eventapi`` logger, never propagated into the driver's thread. A host function launched
+    into a stream that is capturing a graph runs only when that graph is launched, so one
+    captured into a graph that is never launched stays held (:func:`pending_host_funcs`
+    counts it).
     """
     address = _trampoline()
     key = next(_keys)
