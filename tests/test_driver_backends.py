@@ -19,10 +19,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from emulated_driver import DriverName, EmulatedDriver, load
+from threads import JOIN_S, Waiter, release_and_join
 
 import eventapi
 from eventapi import CaptureError, DriverError, EventFence, EventStateError
@@ -32,7 +33,6 @@ KINDS: tuple[DriverName, ...] = ("cuda", "hip")
 
 # A generous bound for a wait that must return: the emulated device runs on CPU threads of a
 # 2-core machine, so anything below seconds could be scheduling noise rather than a hang.
-JOIN_TIMEOUT_S = 10.0
 
 
 def _hip() -> Any:
@@ -169,28 +169,8 @@ def stream(api: DriverBackend[Any, Any]) -> Iterator[Stream[Any]]:
 def _held(api: DriverBackend[Any, Any], stream: object) -> threading.Event:
     """Hold ``stream`` with a host function until the returned gate is set."""
     gate = threading.Event()
-    api.stream_launch_host_func(stream, lambda: gate.wait(JOIN_TIMEOUT_S))
+    api.stream_launch_host_func(stream, lambda: gate.wait(JOIN_S))
     return gate
-
-
-def _in_thread(fn: Callable[[], object]) -> Any:
-    """Run ``fn`` on a new thread and return what it returned (or raise what it raised)."""
-    box: list[Any] = []
-
-    def run() -> None:
-        try:
-            box.append(("ok", fn()))
-        except BaseException as exc:
-            box.append(("raised", exc))
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(JOIN_TIMEOUT_S)
-    assert box, "the thread did not finish"
-    outcome, value = box[0]
-    if outcome == "raised":
-        raise value
-    return value
 
 
 # -- threads, contexts and devices ------------------------------------------------------------
@@ -209,27 +189,21 @@ def test_fence_recorded_here_is_waited_on_a_thread_that_never_called_the_driver(
     ran: list[int] = []
     api.stream_launch_host_func(stream, lambda: ran.append(time.perf_counter_ns()))
     fence = EventFence[Any, Any].record(api, stream)
-    returned: list[int] = []
-    current: list[int] = []
 
-    def waiter() -> None:
+    def wait_then_ask_the_device() -> int:
         fence.wait()
-        returned.append(time.perf_counter_ns())
-        current.append(spelled.current_device())
+        return spelled.current_device()
 
-    thread = threading.Thread(target=waiter)
-    thread.start()
+    waiter = Waiter(wait_then_ask_the_device)
     try:
         assert not fence.reached()
     finally:
-        gate.set()
-        thread.join(JOIN_TIMEOUT_S)
+        _, (returned,) = release_and_join(gate, [waiter])
         fence.close()
         api.stream_destroy(stream)
-    assert returned, "the waiting thread never returned"
-    assert ran[0] <= returned[0], "the wait returned before the work ahead of the fence ran"
+    assert ran[0] <= returned, "the wait returned before the work ahead of the fence ran"
     # CUDA gives a thread without a context the backend's; HIP leaves the thread on device 0.
-    assert current == [device if kind == "cuda" else 0]
+    assert waiter.value == (device if kind == "cuda" else 0)
     assert api.live_handles() == (0, 0)
 
 
@@ -262,7 +236,9 @@ def test_a_device_index_creates_on_that_device_from_any_thread(
             second.event_destroy(event)
             second.stream_destroy(own_stream)
 
-    code, current = _in_thread(on_a_new_thread)
+    waiter = Waiter(on_a_new_thread)
+    waiter.result()
+    code, current = cast("tuple[int, int]", waiter.value)
     assert code == 400
     # A thread working on device 0 keeps it. A fresh thread: CUDA gives a thread without a
     # context the backend's; HIP leaves the thread's device alone (it starts as device 0).
@@ -513,7 +489,7 @@ def test_elapsed_is_integer_nanoseconds_covering_the_held_work(
 
     def held() -> None:
         stamps.append(time.perf_counter_ns())
-        gate.wait(JOIN_TIMEOUT_S)
+        gate.wait(JOIN_S)
         stamps.append(time.perf_counter_ns())
 
     try:

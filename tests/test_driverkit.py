@@ -15,11 +15,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, final
 
 import pytest
+from threads import JOIN_S, Waiter, release_and_join
 
 from eventapi import EventStateError
 from eventapi.driverkit import DriverBackend, Event, Stream
-
-JOIN_S = 5.0  # generous: every wait below is released by the test itself, not by time
 
 
 @final
@@ -106,20 +105,6 @@ def api() -> Iterator[GatedBackend]:
     assert backend.live_handles() == (0, 0), "the test leaked handles"
 
 
-def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            fn()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, errors
-
-
 def recorded(api: GatedBackend, stream: Stream[int]) -> Event[int]:
     event = api.event_create()
     api.event_record(event, stream)
@@ -141,17 +126,14 @@ def test_an_event_destroyed_during_a_call_is_destroyed_when_the_call_returns(
     stream = api.stream_create_non_blocking()
     event = recorded(api, stream)
     entered, release = api.gate(call)
-    thread, errors = in_thread(lambda: TWO_HANDLE_CALLS[call](api, event, stream))
+    waiter = Waiter(lambda: TWO_HANDLE_CALLS[call](api, event, stream))
     assert entered.wait(JOIN_S)
 
     api.event_destroy(event)  # returns at once; the driver must not see it yet
     assert event.closed
     assert api.raw_calls("event_destroy") == []
-    release.set()
-    thread.join(JOIN_S)
+    release_and_join(release, [waiter])
 
-    assert not thread.is_alive()
-    assert errors == []
     assert api.raw_calls("event_destroy") == [(event._raw,)]
     api.stream_destroy(stream)
 
@@ -160,15 +142,13 @@ def test_a_stream_destroyed_during_a_record_waits_for_it(api: GatedBackend) -> N
     stream = api.stream_create_non_blocking()
     event = api.event_create()
     entered, release = api.gate("event_record")
-    thread, errors = in_thread(lambda: api.event_record(event, stream))
+    waiter = Waiter(lambda: api.event_record(event, stream))
     assert entered.wait(JOIN_S)
 
     api.stream_destroy(stream)
     assert api.raw_calls("stream_destroy") == []
-    release.set()
-    thread.join(JOIN_S)
+    release_and_join(release, [waiter])
 
-    assert errors == []
     assert api.raw_calls("stream_destroy") == [(stream.raw,)]
     api.event_destroy(event)
 
@@ -177,17 +157,15 @@ def test_elapsed_with_both_events_destroyed_destroys_each_once(api: GatedBackend
     stream = api.stream_create_non_blocking()
     start, end = recorded(api, stream), recorded(api, stream)
     entered, release = api.gate("event_elapsed")
-    thread, errors = in_thread(lambda: api.event_elapsed(start, end))
+    waiter = Waiter(lambda: api.event_elapsed(start, end))
     assert entered.wait(JOIN_S)
 
     api.event_destroy(start)
     api.event_destroy(end)
     api.event_destroy(end)  # a second destroy of a closed handle is a no-op
     assert api.raw_calls("event_destroy") == []
-    release.set()
-    thread.join(JOIN_S)
+    release_and_join(release, [waiter])
 
-    assert errors == []
     assert sorted(api.raw_calls("event_destroy")) == [(start._raw,), (end._raw,)]
     api.stream_destroy(stream)
 
@@ -196,20 +174,17 @@ def test_concurrent_waiters_defer_the_destroy_to_the_last_one_out(api: GatedBack
     stream = api.stream_create_non_blocking()
     event = recorded(api, stream)
     first_in, first_release = api.gate("event_wait")
-    first, first_errors = in_thread(lambda: api.event_wait(event))
+    first = Waiter(lambda: api.event_wait(event))
     assert first_in.wait(JOIN_S)
     second_in, second_release = api.gate("event_wait")
-    second, second_errors = in_thread(lambda: api.event_wait(event))
+    second = Waiter(lambda: api.event_wait(event))
     assert second_in.wait(JOIN_S)
 
     api.event_destroy(event)
-    first_release.set()
-    first.join(JOIN_S)
+    release_and_join(first_release, [first])
     assert api.raw_calls("event_destroy") == [], "destroyed while a second waiter was inside"
-    second_release.set()
-    second.join(JOIN_S)
+    release_and_join(second_release, [second])
 
-    assert first_errors == second_errors == []
     assert api.raw_calls("event_destroy") == [(event._raw,)]
     api.stream_destroy(stream)
 
@@ -287,11 +262,10 @@ def test_each_thread_is_bound_once_before_its_first_driver_call(api: GatedBacken
         api.event_wait(event)
         api.event_query(event)
 
-    thread, errors = in_thread(wait_and_query)
-    thread.join(JOIN_S)
+    waiter = Waiter(wait_and_query)
+    waiter.result()
 
-    assert errors == []
-    assert api.bound_threads == [threading.get_ident(), thread.ident]
+    assert api.bound_threads == [threading.get_ident(), waiter.thread.ident]
     api.event_destroy(event)
     api.stream_destroy(stream)
 

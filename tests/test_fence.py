@@ -17,10 +17,12 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 from protocol_only import ProtocolOnly
+from threads import Waiter, release_and_join
 
 from eventapi import (
     CaptureError,
@@ -120,26 +122,8 @@ def test_a_fence_is_waited_on_from_other_threads(
 ) -> None:
     gate = hold(host_stream)
     fence = EventFence.record(host, host_stream)
-    returned: list[int] = []
-    errors: list[BaseException] = []
-
-    def waiter(timeout: float | None) -> None:
-        try:
-            fence.wait(timeout)
-            returned.append(time.perf_counter_ns())
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=waiter, args=(t,)) for t in (None, None, HANG_S, HANG_S)]
-    for thread in threads:
-        thread.start()
-    released = time.perf_counter_ns()
-    gate.set()
-    for thread in threads:
-        thread.join(HANG_S)
-        assert not thread.is_alive(), "a waiter never returned"
-    assert not errors
-    assert len(returned) == 4
+    waiters = [Waiter(partial(fence.wait, t)) for t in (None, None, HANG_S, HANG_S)]
+    released, returned = release_and_join(gate, waiters)
     assert all(t >= host.stamp_ns(fence.event) >= released for t in returned)
     fence.close()
 
@@ -470,25 +454,12 @@ def test_close_while_another_thread_waits_defers_the_destroy(
     plain = ProtocolOnly(host)
     gate = hold(host_stream)
     fence = EventFence.record(plain, host_stream)
-    outcome: list[BaseException | None] = []
-
-    def waiter() -> None:
-        try:
-            fence.wait()
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=waiter)
-    thread.start()
+    waiter = Waiter(fence.wait)
     assert plain.waiting.wait(HANG_S), "the waiter never reached event_wait"
     fence.close()  # returns at once; the waiter is still inside event_wait
     assert fence.closed
     assert "event_destroy" not in plain.calls
-    gate.set()
-    thread.join(HANG_S)
-    assert not thread.is_alive()
-    assert outcome == [None]  # the wait finished normally
+    release_and_join(gate, [waiter])  # the wait finished normally
     assert plain.calls[-2:] == ["event_wait returned", "event_destroy"]
     assert host.live_handles().events == 0
 
@@ -511,27 +482,13 @@ def test_close_while_a_host_waiter_blocks(
 ) -> None:
     gate = hold(host_stream)
     fence = EventFence.record(host, host_stream)
-    outcome: list[BaseException | None] = []
-
-    def waiter() -> None:
-        try:
-            fence.wait()
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=waiter)
-    thread.start()
-    assert _blocked_in_event_wait(thread)
+    waiter = Waiter(fence.wait)
+    assert _blocked_in_event_wait(waiter.thread)
     fence.close()
     assert host.live_handles().events == 1  # not destroyed under the waiter
-    released = time.perf_counter_ns()
-    gate.set()
-    thread.join(HANG_S)
-    assert not thread.is_alive()
-    assert outcome == [None]  # the wait finished normally ...
+    released, (returned,) = release_and_join(gate, [waiter])  # the wait finished normally ...
+    assert returned >= released
     assert host.live_handles().events == 0  # ... and the event was destroyed after it
-    assert time.perf_counter_ns() >= released
 
 
 # -- many threads -------------------------------------------------------------------------------

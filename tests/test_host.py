@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from threads import Waiter, release_and_join
 
 from eventapi import (
     DriverError,
@@ -24,6 +25,7 @@ from eventapi import (
     SupportsEventQuery,
     SupportsHostFunc,
 )
+from eventapi._protocol import CAPABILITY_METHODS, PROTOCOL_METHODS
 from eventapi.driverkit import Event, Stream
 from eventapi.host import HostBackend
 
@@ -174,26 +176,8 @@ def test_an_event_is_waited_on_from_other_threads(
     gate = hold(host, host_stream)
     gates.append(gate)
     event = recorded(host, host_stream)
-    returned: list[int] = []
-    errors: list[BaseException] = []
-
-    def waiter() -> None:
-        try:
-            host.event_wait(event)
-            returned.append(time.perf_counter_ns())
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=waiter) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    released = time.perf_counter_ns()
-    gate.set()
-    for thread in threads:
-        thread.join(HANG_S)
-        assert not thread.is_alive(), "a waiter never returned"
-    assert not errors
-    assert len(returned) == 4
+    waiters = [Waiter(lambda: host.event_wait(event)) for _ in range(4)]
+    released, returned = release_and_join(gate, waiters)
     assert all(t >= host.stamp_ns(event) >= released for t in returned)
     host.event_destroy(event)
 
@@ -469,20 +453,8 @@ def test_destroying_a_capturing_stream(host: HostBackend) -> None:
 
 # -- fault injection ----------------------------------------------------------------------------
 
-FAULTABLE = [
-    "event_create",
-    "event_destroy",
-    "event_elapsed",
-    "event_query",
-    "event_record",
-    "event_wait",
-    "stream_create_non_blocking",
-    "stream_destroy",
-    "stream_is_capturing",
-    "stream_launch_host_func",
-    "stream_synchronize",
-    "stream_wait_event",
-]
+# Every protocol method and capability: the calls below spell each one out.
+FAULTABLE = sorted((*PROTOCOL_METHODS, *CAPABILITY_METHODS))
 
 
 @pytest.mark.parametrize("method", FAULTABLE)

@@ -1,0 +1,57 @@
+"""Running a blocking call on its own thread, for tests that wait from other threads.
+
+A :class:`Waiter` starts at once, notes the host time its call returned or the exception it
+raised, and :meth:`Waiter.join` fails the test if the call never comes back. Tests release
+whatever holds the call (a gate a host function blocks on) and then join: no sleeps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import final
+
+JOIN_S = 10.0  # generous: every call here is released by the test itself, not by time
+
+
+@final
+class Waiter:
+    """``fn()`` on a new daemon thread; ``value`` and ``returned_ns``, or ``error``, once done."""
+
+    __slots__ = ("error", "returned_ns", "thread", "value")
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        self.value: object = None
+        self.returned_ns: int | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn: Callable[[], object]) -> None:
+        try:
+            self.value = fn()
+        except BaseException as exc:  # handed to the test by result()
+            self.error = exc
+            return
+        self.returned_ns = time.perf_counter_ns()
+
+    def join(self) -> None:
+        """Wait for the call; fail if it has not returned within :data:`JOIN_S`."""
+        self.thread.join(JOIN_S)
+        assert not self.thread.is_alive(), f"the call on {self.thread.name} never returned"
+
+    def result(self) -> int:
+        """Join, re-raise what the call raised, else return when it returned."""
+        self.join()
+        if self.error is not None:
+            raise self.error
+        assert self.returned_ns is not None
+        return self.returned_ns
+
+
+def release_and_join(gate: threading.Event, waiters: Iterable[Waiter]) -> tuple[int, list[int]]:
+    """Open ``gate`` and wait for every waiter; return the release time and their return times."""
+    released = time.perf_counter_ns()
+    gate.set()
+    return released, [waiter.result() for waiter in waiters]
