@@ -14,13 +14,10 @@ from typing import Any, Final, final
 
 import pluggy
 
-from ._protocol import EventApi
-
 __all__ = [
     "ENTRY_POINT_GROUP",
     "PLUGIN_API",
     "PROJECT",
-    "PROTOCOL_METHODS",
     "BackendInfo",
     "BackendSpec",
     "hookimpl",
@@ -32,15 +29,6 @@ ENTRY_POINT_GROUP: Final = "eventapi.backends"
 
 PLUGIN_API: Final[tuple[int, int]] = (1, 0)
 """The plugin contract's version, ``(major, minor)``; a plugin for another major is refused."""
-
-PROTOCOL_METHODS: Final[tuple[str, ...]] = tuple(
-    name for name, member in vars(EventApi).items() if not name.startswith("_") and callable(member)
-)
-"""The methods of :class:`~eventapi.EventApi`, read off the protocol so no list can drift from it.
-
-What :attr:`BackendSpec.load` returns must have them and ``BACKEND``; the conformance kit
-checks each one.
-"""
 
 hookspec: Final = pluggy.HookspecMarker(PROJECT)
 hookimpl: Final = pluggy.HookimplMarker(PROJECT)

@@ -13,9 +13,16 @@ event API.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Final, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["EventApi", "SupportsCaptureCheck", "SupportsEventQuery", "SupportsHostFunc"]
+__all__ = [
+    "CAPABILITY_METHODS",
+    "PROTOCOL_METHODS",
+    "EventApi",
+    "SupportsCaptureCheck",
+    "SupportsEventQuery",
+    "SupportsHostFunc",
+]
 
 E = TypeVar("E")
 S = TypeVar("S")
@@ -136,3 +143,19 @@ class SupportsHostFunc(Protocol[S_contra]):
         device API, as the drivers forbid; an exception it raises is logged, not propagated.
         """
         ...
+
+
+def _methods(protocol: type) -> tuple[str, ...]:
+    members = vars(protocol).items()
+    return tuple(name for name, member in members if not name.startswith("_") and callable(member))
+
+
+PROTOCOL_METHODS: Final[tuple[str, ...]] = _methods(EventApi)
+"""The methods of :class:`EventApi`, read off the protocol so no list can drift from it."""
+
+CAPABILITY_METHODS: Final[tuple[str, ...]] = (
+    *_methods(SupportsEventQuery),
+    *_methods(SupportsCaptureCheck),
+    *_methods(SupportsHostFunc),
+)
+"""The methods of the optional capability protocols, read off them likewise."""

@@ -31,7 +31,8 @@ from ._discovery import (
     _registry,
 )
 from ._errors import BackendError, BackendNotFoundError, BackendUnavailableError
-from ._plugin import ENTRY_POINT_GROUP, PROTOCOL_METHODS, BackendSpec
+from ._plugin import ENTRY_POINT_GROUP, BackendSpec
+from ._protocol import PROTOCOL_METHODS
 
 if TYPE_CHECKING:
     from ._protocol import EventApi

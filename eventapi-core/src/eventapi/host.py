@@ -60,6 +60,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, final
 
 from ._errors import DriverError, EventStateError
+from ._protocol import CAPABILITY_METHODS, PROTOCOL_METHODS
 from .driverkit import DriverBackend, Event, Stream
 
 if TYPE_CHECKING:
@@ -72,20 +73,7 @@ _now = time.perf_counter_ns
 _ids = itertools.count(1)
 
 # The methods HostBackend.inject_fault can make fail: the protocol and its capabilities.
-_FAULTABLE: Final = (
-    "event_create",
-    "event_destroy",
-    "event_elapsed",
-    "event_query",
-    "event_record",
-    "event_wait",
-    "stream_create_non_blocking",
-    "stream_destroy",
-    "stream_is_capturing",
-    "stream_launch_host_func",
-    "stream_synchronize",
-    "stream_wait_event",
-)
+_FAULTABLE: Final = tuple(sorted((*PROTOCOL_METHODS, *CAPABILITY_METHODS)))
 
 # Op kinds other than a record (a record is its own op: a _Record in the queue).
 _HOST_FUNC: Final = 0

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from .._plugin import PROTOCOL_METHODS
+from .._protocol import PROTOCOL_METHODS
 
 CAPABILITY_MEMBERS = {
     "SupportsEventQuery": "event_query",
