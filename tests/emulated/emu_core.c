@@ -194,13 +194,19 @@ static void *table_get(uint64_t h, int kind) {
     return s ? s->obj : NULL;
 }
 
-static void table_remove(uint64_t h) {
+/* Remove a live handle of `kind` and return its object, so that the handle is stale from now
+ * on; NULL when it is not one (the destroy calls answer INVALID_HANDLE then). */
+static void *table_take(uint64_t h, int kind) {
+    slot *s = table_slot(h, kind);
+    if (s == NULL) return NULL;
+    void *obj = s->obj;
     uint32_t i = (uint32_t)(h & H_SLOT_MASK);
-    g.slots[i].obj = NULL;
-    g.slots[i].kind = K_NONE;
-    g.slots[i].gen = (uint32_t)((g.slots[i].gen + 1) & H_GEN_MASK);
-    if (g.slots[i].gen == 0) g.slots[i].gen = 1;
+    s->obj = NULL;
+    s->kind = K_NONE;
+    s->gen = (uint32_t)((s->gen + 1) & H_GEN_MASK);
+    if (s->gen == 0) s->gen = 1;
     g.free_slots[g.nfree++] = i;
+    return obj;
 }
 
 /* -- operations and streams (g.mu held) ------------------------------------------------- */
@@ -452,12 +458,11 @@ emu_status emuc_event_create(int dev, int timing, uint64_t *out) {
 
 emu_status emuc_event_destroy(uint64_t h) {
     lock();
-    event *e = table_get(h, K_EVENT);
+    event *e = table_take(h, K_EVENT);
     if (e == NULL) {
         unlock();
         return EMU_E_INVALID_HANDLE;
     }
-    table_remove(h);
     g.live_events--;
     /* A queued record keeps its own reference and completes into nothing. */
     if (e->last_rec) op_unref(e->last_rec);
@@ -583,12 +588,11 @@ emu_status emuc_stream_create(int dev, int non_blocking, uint64_t *out) {
 
 emu_status emuc_stream_destroy(uint64_t h) {
     lock();
-    stream *s = table_get(h, K_STREAM);
+    stream *s = table_take(h, K_STREAM);
     if (s == NULL) {
         unlock();
         return EMU_E_INVALID_HANDLE;
     }
-    table_remove(h);
     g.live_streams--;
     s->destroyed = 1;
     s->capture = EMU_CAPTURE_NONE;
@@ -780,11 +784,10 @@ emu_status emuc_device_synchronize(int dev) {
 emu_status emuc_graph_destroy(uint64_t h) {
     emu_status st = EMU_OK;
     lock();
-    graph *gr = table_get(h, K_GRAPH);
+    graph *gr = table_take(h, K_GRAPH);
     if (gr == NULL) {
         st = EMU_E_INVALID_HANDLE;
     } else {
-        table_remove(h);
         g.live_graphs--;
         free(gr);
     }
