@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import pytest
 from emulated_driver import DriverName, EmulatedDriver, load
@@ -27,7 +27,14 @@ from threads import JOIN_S, Waiter, release_and_join
 
 import eventapi
 from eventapi import CaptureError, DriverError, EventFence, EventStateError
-from eventapi.driverkit import DriverBackend, Stream, pending_host_funcs
+from eventapi._native import pending_host_funcs
+from eventapi.driverkit import DriverBackend, Stream
+
+if TYPE_CHECKING:
+    from eventapi_cuda import CudaBackend
+    from eventapi_hip import HipBackend
+
+Api: TypeAlias = "CudaBackend | HipBackend"
 
 KINDS: tuple[DriverName, ...] = ("cuda", "hip")
 
@@ -133,6 +140,13 @@ def kind(request: pytest.FixtureRequest) -> DriverName:
     return name
 
 
+def driver_backend(name: str) -> Api:
+    """``eventapi.backend(name)``, checked to be a cuda or hip backend object."""
+    obj = eventapi.backend(name)
+    assert isinstance(obj, DriverBackend)
+    return cast("Api", obj)
+
+
 @pytest.fixture
 def emu(kind: DriverName) -> Iterator[EmulatedDriver]:
     """The emulated driver, loaded; the test fails if it leaves events or streams live."""
@@ -151,22 +165,21 @@ def spelled(kind: DriverName) -> Spelling:
 
 
 @pytest.fixture
-def api(kind: DriverName, emu: EmulatedDriver) -> Iterator[DriverBackend[Any, Any]]:
+def api(kind: DriverName, emu: EmulatedDriver) -> Iterator[Api]:
     """The backend for device 0, as ``eventapi.backend`` returns it."""
-    backend = eventapi.backend(kind)
-    assert isinstance(backend, DriverBackend)
+    backend = driver_backend(kind)
     yield backend
     assert backend.live_handles() == (0, 0), "the test leaked backend handles"
 
 
 @pytest.fixture
-def stream(api: DriverBackend[Any, Any]) -> Iterator[Stream[Any]]:
+def stream(api: Api) -> Iterator[Stream[Any]]:
     made = api.stream_create_non_blocking()
     yield made
     api.stream_destroy(made)
 
 
-def _held(api: DriverBackend[Any, Any], stream: object) -> threading.Event:
+def _held(api: Api, stream: object) -> threading.Event:
     """Hold ``stream`` with a host function until the returned gate is set."""
     gate = threading.Event()
     api.stream_launch_host_func(stream, lambda: gate.wait(JOIN_S))
@@ -182,8 +195,7 @@ def test_fence_recorded_here_is_waited_on_a_thread_that_never_called_the_driver(
 ) -> None:
     # Device 1 matters for hip, whose backend never sets a thread's current device: the
     # waiting thread's device stays 0 while it waits on an event of device 1.
-    api = eventapi.backend(f"{kind}:{device}")
-    assert isinstance(api, DriverBackend)
+    api = driver_backend(f"{kind}:{device}")
     stream = api.stream_create_non_blocking()
     gate = _held(api, stream)
     ran: list[int] = []
@@ -209,14 +221,13 @@ def test_fence_recorded_here_is_waited_on_a_thread_that_never_called_the_driver(
 
 @pytest.mark.parametrize("thread_works_on_device_0", [False, True], ids=["fresh", "on-0"])
 def test_a_device_index_creates_on_that_device_from_any_thread(
-    api: DriverBackend[Any, Any],
+    api: Api,
     stream: Stream[Any],
     kind: DriverName,
     spelled: Spelling,
     thread_works_on_device_0: bool,
 ) -> None:
-    second = eventapi.backend(f"{kind}:1")
-    assert isinstance(second, DriverBackend)
+    second = driver_backend(f"{kind}:1")
     assert second is not api
 
     def on_a_new_thread() -> tuple[int, int]:
@@ -271,7 +282,7 @@ def test_a_device_out_of_range_is_unavailable_and_says_how_many_there_are(
 
 
 def test_the_default_stream_as_int_zero_is_used_and_never_destroyed(
-    api: DriverBackend[Any, Any], emu: EmulatedDriver, spelled: Spelling
+    api: Api, emu: EmulatedDriver, spelled: Spelling
 ) -> None:
     destroyed = emu.calls(spelled.name("StreamDestroy"))
     fence = EventFence[Any, Any].record(api, 0)
@@ -287,7 +298,7 @@ def test_the_default_stream_as_int_zero_is_used_and_never_destroyed(
 
 @pytest.mark.parametrize("as_attribute", [False, True], ids=["method", "attribute"])
 def test_a_framework_stream_is_used_through_its_protocol_and_never_destroyed(
-    api: DriverBackend[Any, Any], emu: EmulatedDriver, spelled: Spelling, as_attribute: bool
+    api: Api, emu: EmulatedDriver, spelled: Spelling, as_attribute: bool
 ) -> None:
     handle = spelled.raw_stream()
     try:
@@ -314,9 +325,7 @@ def test_a_framework_stream_is_used_through_its_protocol_and_never_destroyed(
         spelled.destroy_raw_stream(handle)
 
 
-def test_the_bindings_own_stream_object_is_adopted(
-    api: DriverBackend[Any, Any], spelled: Spelling
-) -> None:
+def test_the_bindings_own_stream_object_is_adopted(api: Api, spelled: Spelling) -> None:
     handle = spelled.raw_stream()
     try:
         if spelled.kind == "cuda":
@@ -356,7 +365,7 @@ class _BrokenProtocol:
     ids=["negative", "bool", "str", "protocol-raises"],
 )
 def test_what_is_not_a_stream_is_refused_before_the_driver(
-    api: DriverBackend[Any, Any],
+    api: Api,
     emu: EmulatedDriver,
     spelled: Spelling,
     stream: object,
@@ -373,7 +382,7 @@ def test_what_is_not_a_stream_is_refused_before_the_driver(
 
 
 def test_a_protocol_with_another_version_is_refused(
-    api: DriverBackend[Any, Any],
+    api: Api,
 ) -> None:
     class FutureStream:
         def __cuda_stream__(self) -> tuple[int, int]:
@@ -387,7 +396,7 @@ def test_a_protocol_with_another_version_is_refused(
 
 
 def test_a_driver_failure_carries_the_drivers_own_name_and_text(
-    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
 ) -> None:
     event = api.event_create()
     call = spelled.name("EventRecord")
@@ -410,7 +419,7 @@ def test_a_driver_failure_carries_the_drivers_own_name_and_text(
 
 
 def test_error_names_are_asked_of_the_driver_once_per_code(
-    api: DriverBackend[Any, Any], emu: EmulatedDriver, spelled: Spelling
+    api: Api, emu: EmulatedDriver, spelled: Spelling
 ) -> None:
     call = spelled.name("EventCreateWithFlags" if spelled.kind == "hip" else "EventCreate")
     names = spelled.name("GetErrorName")
@@ -426,7 +435,7 @@ def test_error_names_are_asked_of_the_driver_once_per_code(
 
 
 def test_not_ready_from_a_wait_is_flagged(
-    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
 ) -> None:
     event = api.event_create()
     try:
@@ -441,11 +450,10 @@ def test_not_ready_from_a_wait_is_flagged(
 
 
 def test_closed_foreign_and_unrecorded_handles_never_reach_the_driver(
-    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
 ) -> None:
     stems = ("EventRecord", "EventSynchronize", "EventQuery", "EventElapsedTime", "EventDestroy")
-    other = eventapi.backend(f"{spelled.kind}:1")
-    assert isinstance(other, DriverBackend)
+    other = driver_backend(f"{spelled.kind}:1")
     foreign = other.event_create()
     never_recorded = api.event_create()
     closed = api.event_create()
@@ -481,7 +489,7 @@ def test_closed_foreign_and_unrecorded_handles_never_reach_the_driver(
 
 
 def test_elapsed_is_integer_nanoseconds_covering_the_held_work(
-    api: DriverBackend[Any, Any], stream: Stream[Any]
+    api: Api, stream: Stream[Any]
 ) -> None:
     start, end = api.event_create(), api.event_create()
     stamps: list[int] = []
@@ -512,7 +520,7 @@ def test_elapsed_is_integer_nanoseconds_covering_the_held_work(
 
 
 def test_a_negative_reading_is_clamped_to_zero(
-    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver
+    api: Api, stream: Stream[Any], emu: EmulatedDriver
 ) -> None:
     start, end = api.event_create(), api.event_create()
     try:
@@ -528,7 +536,7 @@ def test_a_negative_reading_is_clamped_to_zero(
 
 
 def test_host_functions_run_in_stream_order_and_an_exception_is_only_logged(
-    api: DriverBackend[Any, Any], stream: Stream[Any], caplog: pytest.LogCaptureFixture
+    api: Api, stream: Stream[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     order: list[str] = []
 
@@ -549,7 +557,7 @@ def test_host_functions_run_in_stream_order_and_an_exception_is_only_logged(
 
 
 def test_a_failed_launch_does_not_keep_the_callable(
-    api: DriverBackend[Any, Any], stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
 ) -> None:
     emu.inject_fault(spelled.name("LaunchHostFunc"), code=400)
     with pytest.raises(DriverError):
@@ -558,7 +566,7 @@ def test_a_failed_launch_does_not_keep_the_callable(
 
 
 def test_a_capturing_stream_is_reported_and_gets_no_fence(
-    api: DriverBackend[Any, Any], stream: Stream[Any], spelled: Spelling
+    api: Api, stream: Stream[Any], spelled: Spelling
 ) -> None:
     assert not api.stream_is_capturing(stream)
     spelled.begin_capture(stream)

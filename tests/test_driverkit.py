@@ -18,11 +18,17 @@ import pytest
 from threads import JOIN_S, Waiter, release_and_join
 
 from eventapi import EventStateError
-from eventapi.driverkit import DriverBackend, Event, Stream
+from eventapi.driverkit import (
+    CaptureCheckMixin,
+    Event,
+    EventQueryMixin,
+    HostFuncMixin,
+    Stream,
+)
 
 
 @final
-class GatedBackend(DriverBackend[int, int]):
+class GatedBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFuncMixin[int, int]):
     """Raw handles are integers; every raw call is logged; a gated call blocks until opened."""
 
     BACKEND = "gated"

@@ -16,6 +16,9 @@
 A wait that times out raises the built-in :class:`TimeoutError`, as :mod:`concurrent.futures`
 does. Subclasses exist only where a caller reacts differently; the rest is said in the message,
 which names the fix.
+
+Each class says it belongs to :mod:`eventapi` (its ``__module__``), where users import it from:
+a traceback prints ``eventapi.BackendUnavailableError``, and pickle finds the class there.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ __all__ = [
 class EventApiError(Exception):
     """Base of every exception eventapi raises on purpose."""
 
+    __module__ = "eventapi"
+
 
 @final
 class DriverError(EventApiError):
@@ -47,6 +52,8 @@ class DriverError(EventApiError):
     marks has not been reached yet (``CUDA_ERROR_NOT_READY``, ``hipErrorNotReady``): the only
     failure a caller is expected to retry.
     """
+
+    __module__ = "eventapi"
 
     def __init__(
         self,
@@ -90,6 +97,8 @@ class EventStateError(EventApiError, ValueError):
     undefined behaviour, not an error.
     """
 
+    __module__ = "eventapi"
+
 
 @final
 class CaptureError(EventApiError):
@@ -99,21 +108,31 @@ class CaptureError(EventApiError):
     fence after the capture ends.
     """
 
+    __module__ = "eventapi"
+
 
 @final
 class UnsupportedError(EventApiError, NotImplementedError):
     """The backend lacks an optional capability that this call needs."""
 
+    __module__ = "eventapi"
+
 
 class BackendError(EventApiError):
     """A backend could not be found or used."""
+
+    __module__ = "eventapi"
 
 
 @final
 class BackendNotFoundError(BackendError, LookupError):
     """No backend of that name is installed; the message lists those that are."""
 
+    __module__ = "eventapi"
+
 
 @final
 class BackendUnavailableError(BackendError):
     """The backend is installed but cannot be used here; the message says why."""
+
+    __module__ = "eventapi"

@@ -7,7 +7,8 @@ arrives as an integer handle or as an object speaking the ``__cuda_stream__`` pr
 pieces here implement that convention once; :mod:`eventapi.driverkit` re-exports them.
 
 * :class:`DriverCalls` runs a binding call, checks its status and translates a failure into
-  :class:`~eventapi.DriverError` with the driver's own name and text for the code (cached);
+  :class:`~eventapi.DriverError` with the driver's own name and text for the code (cached),
+  and remembers a sticky error (a lost device context) so later calls fail fast;
 * :func:`launch_host_func` keeps a Python callable alive until a driver thread has run it
   through one shared C trampoline, and logs what it raises;
 * :func:`foreign_stream_handle` reads the integer handle out of a stream the backend did not
@@ -22,7 +23,7 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from ._errors import DriverError, EventStateError
@@ -55,10 +56,27 @@ class DriverCalls:
     status that means "not reached yet" (it sets ``DriverError.not_ready`` and makes
     :meth:`ready` return False). ``missing`` is the status reported when the binding could not
     reach the library or a symbol in it, and ``missing_hint`` says what to do about that.
+    ``sticky`` lists the codes after which the driver fails every later call with the same
+    code until the process exits (a kernel's illegal address, say): the first such failure is
+    raised with a message saying that the device context is lost and the process must
+    restart, is kept in :attr:`lost`, and every later call raises a copy of it at once,
+    naming its own call, without calling the driver (which could only fail the same way).
     Thread-safe: the cache only ever gains entries, and a racing lookup stores the same value.
     """
 
-    __slots__ = ("_backend", "_describe", "_missing", "_missing_hint", "_names", "_not_ready")
+    __slots__ = (
+        "_backend",
+        "_describe",
+        "_missing",
+        "_missing_hint",
+        "_names",
+        "_not_ready",
+        "_sticky",
+        "lost",
+    )
+
+    lost: DriverError | None
+    """The sticky error that lost the device context, or None while the driver is usable."""
 
     def __init__(
         self,
@@ -68,6 +86,7 @@ class DriverCalls:
         not_ready: Any,
         missing: Any,
         missing_hint: str,
+        sticky: Collection[Any] = (),
     ) -> None:
         self._backend = backend
         self._describe = describe
@@ -75,12 +94,18 @@ class DriverCalls:
         self._missing = missing
         self._missing_hint = missing_hint
         self._names: dict[int, tuple[str, str]] = {}
+        self._sticky = frozenset(int(code) for code in sticky)
+        self.lost = None
 
     def __call__(self, fn: Callable[..., Any], *args: object) -> Any:
         """Call ``fn(*args)``; return what follows the status: None, one value, or a tuple.
 
-        Raises :class:`DriverError` when the status is not success (0).
+        Raises :class:`DriverError` when the status is not success (0), or at once, without
+        calling, once the device context was lost (:attr:`lost`).
         """
+        lost = self.lost
+        if lost is not None:
+            raise self._lost_again(lost, fn)
         try:
             result = fn(*args)
         except RuntimeError as exc:
@@ -94,6 +119,9 @@ class DriverCalls:
 
     def ready(self, fn: Callable[..., Any], *args: object) -> bool:
         """Call a query: True on success, False on the not-ready status, else raise."""
+        lost = self.lost
+        if lost is not None:
+            raise self._lost_again(lost, fn)
         try:
             status = fn(*args)[0]
         except RuntimeError as exc:
@@ -105,10 +133,35 @@ class DriverCalls:
         raise self.error(_call_name(fn), status)
 
     def error(self, call: str, status: Any) -> DriverError:
-        """The :class:`DriverError` for ``status`` returned by the driver call ``call``."""
+        """The :class:`DriverError` for ``status`` returned by the driver call ``call``.
+
+        A sticky code also marks the device context lost (:attr:`lost`).
+        """
         code = int(status)
         name, text = self._names.get(code) or self._lookup(code, status)
+        if code in self._sticky:
+            lost = DriverError(
+                self._backend,
+                call,
+                code,
+                name,
+                f"{text}; the device context is lost (a sticky error: every later call fails "
+                "with it), so restart the process to use the device again",
+            )
+            if self.lost is None:
+                self.lost = lost
+            return lost
         return DriverError(self._backend, call, code, name, text, not_ready=code == self._not_ready)
+
+    def _lost_again(self, lost: DriverError, fn: Callable[..., Any]) -> DriverError:
+        return DriverError(
+            self._backend,
+            _call_name(fn),
+            lost.code,
+            lost.name,
+            f"not called: the device context was lost earlier ({lost.call} failed with "
+            f"{lost.name}); restart the process to use the device again",
+        )
 
     def unreachable(self, fn: Callable[..., Any], exc: BaseException) -> DriverError:
         """The :class:`DriverError` for a call the binding could not make at all."""
@@ -192,10 +245,10 @@ def launch_host_func(
     ``enqueue(fn_address, user_data)`` spells the driver's launch call with the trampoline's
     address as the C function and ``user_data`` as its argument. ``fn`` is held until a driver
     thread has run it (or the launch failed); an exception it raises is logged on the
-    ``eventapi`` logger, never propagated into the driver's thread. A host function launched
-    into a stream that is capturing a graph runs only when that graph is launched, so one
-    captured into a graph that is never launched stays held (:func:`pending_host_funcs`
-    counts it).
+    ``eventapi`` logger, never propagated into the driver's thread. Launch only into a stream
+    that is not capturing a graph (:class:`~eventapi.driverkit.HostFuncMixin` checks): a
+    captured launch would run on the graph's first replay only, and be held forever when the
+    graph is never launched.
     """
     address = _trampoline()
     key = next(_keys)
@@ -210,9 +263,24 @@ def launch_host_func(
 
 
 def pending_host_funcs() -> int:
-    """Host functions launched and not run yet, across every backend in the process."""
+    """Host functions launched and not run yet, across every backend in the process.
+
+    For tests that prove no launched function is held forever; not part of the driverkit.
+    """
     with _pending_lock:
         return len(_pending)
+
+
+def _forget_pending_in_child() -> None:
+    # After fork(): the parent's launched functions will never run here (the driver threads
+    # that would run them are the parent's), and a driver thread may have held the lock at the
+    # fork; start over with a fresh lock and nothing pending.
+    global _pending_lock
+    _pending_lock = threading.Lock()
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pending_in_child)
 
 
 # -- foreign streams ------------------------------------------------------------------------

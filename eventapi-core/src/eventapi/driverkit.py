@@ -11,34 +11,73 @@ safe to call from Python:
   :class:`~eventapi.EventStateError` before the driver sees it;
 * a handle destroyed while another thread is inside a call with it (a fence closed while a
   waiter blocks on it) is destroyed when that call returns, never under it;
+* a handle cannot be copied or pickled into a second owner;
 * a stream the backend did not create (a framework's stream, a raw handle) is adopted without
   ownership and never destroyed;
 * each thread is prepared once before its first driver call (:meth:`DriverBackend._bind_thread`,
   where a driver makes its context or device current);
+* after ``fork()``, the objects and handles of the parent are refused in the child, and their
+  finalizers there never call the driver;
 * live handles are counted, so tests can prove nothing leaks;
 * negative elapsed readings are clamped to zero.
+
+The optional capabilities are opt-in, one class each: a backend whose driver has the call adds
+:class:`EventQueryMixin`, :class:`CaptureCheckMixin` or :class:`HostFuncMixin` to its bases and
+spells that class's one ``_raw_*`` method. A backend without one does not have the method at
+all, so ``isinstance(backend, eventapi.SupportsHostFunc)`` stays truthful.
+
+The ``_raw_*`` contract (what a subclass spells):
+
+* Call ``super().__init__()`` first in ``__init__``: it sets up the lock, the per-thread state
+  and the counters every call uses.
+* A raw handle may be any Python object except ``None``: a pointer as an ``int``, the
+  binding's own handle object, an object of yours. The base never looks inside it; it is passed
+  back to the ``_raw_*`` methods of the same object, and :attr:`Stream.raw` shows a stream's to
+  the user (for the framework that launches work on it).
+* Each raw call does exactly one thing and raises :class:`~eventapi.DriverError` (chained from
+  the native error) when the driver fails. It is only ever given handles this object created
+  (or adopted, for streams), never a closed one, and never one being destroyed meanwhile.
+* A raw wait (``_raw_event_wait``, ``_raw_stream_synchronize``) releases the GIL while it
+  blocks; nothing else may block.
+* A raw destroy releases the handle and returns at once: a stream destroy must not wait for
+  the work still queued on the stream (the driver finishes it, then frees the stream), since it
+  runs from finalizers and ``close()``. A raw destroy that fails must still leave nothing of the
+  handle running: the base counts the handle gone either way and never passes it again.
+* ``_raw_event_elapsed_ns`` returns the driver's reading unclamped; the base clamps.
+
+What a subclass may call besides (its protected surface): :meth:`DriverBackend._hold_stream`
+and :meth:`DriverBackend._hold_event`, context managers that resolve a handle (or adopt a
+foreign stream), refuse a closed or foreign one, and hold it for the length of a call that is
+not one of the protocol's (a backend's own test aids, say); and the hooks it may override,
+:meth:`~DriverBackend._bind_thread`, :meth:`~DriverBackend._adopt_stream`,
+:meth:`~DriverBackend._shares_handles_with` and :meth:`~DriverBackend._context_lost`.
 
 For a backend on a C driver binding whose calls return a tuple led by a status code, this
 module also re-exports the pieces such a backend would otherwise write again (from
 :mod:`eventapi._native`): :class:`DriverCalls` (status checks and error translation with the
-driver's own names), :func:`launch_host_func` (the host-function trampoline),
-:func:`foreign_stream_handle` (framework streams and raw handles), :func:`ms_to_ns`, and the
-probe helpers :func:`open_driver_library` and :func:`c_int_out`.
+driver's own names, sticky errors included), :func:`launch_host_func` (the host-function
+trampoline), :func:`foreign_stream_handle` (framework streams and raw handles),
+:func:`ms_to_ns`, and the probe helpers :func:`open_driver_library` and :func:`c_int_out`.
 
 The ``host`` backend, ``cuda`` and ``hip`` are all built on it. A third-party backend may use it
 or satisfy the protocol directly; the conformance kit checks the behaviour, not the base class.
+What may change in this module, and how a change is announced, is written in the project's
+compatibility policy (``docs/compatibility.md``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
+import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, final
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
 
-from ._errors import EventStateError
+from ._errors import CaptureError, DriverError, EventStateError
 from ._native import (
     DriverCalls,
     c_int_out,
@@ -46,16 +85,18 @@ from ._native import (
     launch_host_func,
     ms_to_ns,
     open_driver_library,
-    pending_host_funcs,
 )
 
 if TYPE_CHECKING:
     from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
 
 __all__ = [
+    "CaptureCheckMixin",
     "DriverBackend",
     "DriverCalls",
     "Event",
+    "EventQueryMixin",
+    "HostFuncMixin",
     "LiveHandles",
     "Stream",
     "c_int_out",
@@ -63,7 +104,6 @@ __all__ = [
     "launch_host_func",
     "ms_to_ns",
     "open_driver_library",
-    "pending_host_funcs",
 ]
 
 _log = logging.getLogger("eventapi")
@@ -79,6 +119,19 @@ class LiveHandles(NamedTuple):
     streams: int
 
 
+@final
+class _NoRaw:
+    """The raw handle of a wrapper whose driver create has not returned yet."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<not created>"
+
+
+_NO_RAW: Final = _NoRaw()
+
+
 class _Handle:
     """State shared by event and stream handles; guarded by the owning backend's lock."""
 
@@ -87,10 +140,12 @@ class _Handle:
     _raw: Any
     _owner: DriverBackend[Any, Any] | None
 
-    def __init__(self, raw: object, owner: DriverBackend[Any, Any] | None) -> None:
+    def __init__(self, raw: object, owner: DriverBackend[Any, Any] | None, *, opened: bool) -> None:
         self._raw = raw
         self._owner = owner
-        self._closed = False
+        # A handle the backend creates starts closed, and is opened and counted in one step
+        # (DriverBackend._open) before its driver call: see stream_create_non_blocking.
+        self._closed = not opened
         # Calls under way with this handle; a destroy waits for them to leave (see _leave).
         self._users = 0
 
@@ -104,21 +159,45 @@ class _Handle:
         """The name of the backend this handle belongs to."""
         return self._owner.BACKEND if self._owner is not None else "?"
 
+    # One driver handle, one owner: a copy would be a second owner whose finalizer destroys the
+    # handle under the first (a use-after-free on a real device), and a pickle would carry a
+    # pointer into another process, where it means nothing.
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(
+            f"{self!r} cannot be copied: a driver handle has exactly one owner; "
+            "pass the same object around instead"
+        )
+
+    def __deepcopy__(self, memo: object) -> NoReturn:
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        raise TypeError(
+            f"{self!r} cannot be pickled: a driver handle is valid only in the process that "
+            "created it; create the handle in the process that uses it"
+        )
+
+    # The finalizers bind sys.is_finalizing as a default: at interpreter shutdown the module
+    # globals (sys among them) may already be None, and a finalizer must stay silent then. They
+    # read the owner with getattr: an object built without __init__ has no slot set.
+
 
 @final
 class Event(_Handle, Generic[RE]):
     """An event handle of a :class:`DriverBackend`. Users receive it; they never build one.
 
     It may be passed between threads freely. ``recorded`` turns true after the first successful
-    record and stays true: an event re-recorded marks the latest record, as in CUDA.
+    record and stays true: an event re-recorded marks the latest record, as in CUDA. It cannot
+    be copied or pickled (:class:`TypeError`).
     """
 
     __slots__ = ("_recorded",)
 
     _raw: RE
 
-    def __init__(self, raw: RE, owner: DriverBackend[RE, Any]) -> None:
-        super().__init__(raw, owner)
+    def __init__(self, raw: RE, owner: DriverBackend[RE, Any], *, opened: bool = False) -> None:
+        super().__init__(raw, owner, opened=opened)
         self._recorded = False
 
     @property
@@ -130,10 +209,10 @@ class Event(_Handle, Generic[RE]):
         state = "closed" if self._closed else ("recorded" if self._recorded else "new")
         return f"<{self.backend} event {self._raw!r} {state}>"
 
-    def __del__(self) -> None:
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
         # Safety net for an event dropped without event_destroy; never raises.
-        owner = self._owner
-        if owner is not None and not self._closed and not sys.is_finalizing():
+        owner = getattr(self, "_owner", None)
+        if owner is not None and not self._closed and not _finalizing():
             owner._collect(self)
 
 
@@ -143,6 +222,7 @@ class Stream(_Handle, Generic[RS]):
 
     ``owned`` is true for a stream the backend created, which :meth:`DriverBackend.stream_destroy`
     releases; an adopted stream (a framework's, or a raw handle) is never destroyed by eventapi.
+    It cannot be copied or pickled (:class:`TypeError`).
     """
 
     __slots__ = ("_owned",)
@@ -150,7 +230,8 @@ class Stream(_Handle, Generic[RS]):
     _raw: RS
 
     def __init__(self, raw: RS, owner: DriverBackend[Any, RS], *, owned: bool) -> None:
-        super().__init__(raw, owner)
+        # An adopted stream is open at once and never counted: nothing of it is eventapi's.
+        super().__init__(raw, owner, opened=not owned)
         self._owned = owned
 
     @property
@@ -168,22 +249,43 @@ class Stream(_Handle, Generic[RS]):
         state = " closed" if self._closed else ""
         return f"<{self.backend} {kind} {self._raw!r}{state}>"
 
-    def __del__(self) -> None:
-        owner = self._owner
-        if owner is not None and self._owned and not self._closed and not sys.is_finalizing():
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # Safety net for an owned stream dropped without stream_destroy; never raises.
+        owner = getattr(self, "_owner", None)
+        if owner is not None and self._owned and not self._closed and not _finalizing():
             owner._collect(self)
+
+
+# Every DriverBackend object alive, so that a forked child can mark the parent's unusable.
+_backends: weakref.WeakSet[DriverBackend[Any, Any]] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # Runs in the child right after fork(), on its only thread. Each parent object gets fresh
+    # locks (another parent thread may have held one at the fork, and that thread does not
+    # exist here) and is marked forked, so every call and handle of it is refused from now on.
+    for backend in list(_backends):
+        backend._forked_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class DriverBackend(ABC, Generic[RE, RS]):
     """The :class:`~eventapi.EventApi` protocol implemented once over ``_raw_*`` driver calls.
 
-    Subclasses set ``BACKEND`` and spell the abstract ``_raw_*`` methods, each of which raises
-    :class:`~eventapi.DriverError` when the driver fails. They may override
-    :meth:`_bind_thread` and :meth:`_adopt_stream`. The optional capabilities
-    (``event_query``, ``stream_is_capturing``, ``stream_launch_host_func``) are implemented here
-    too and call ``_raw_event_query``, ``_raw_stream_is_capturing`` and
-    ``_raw_launch_host_func``, which a subclass must spell: a backend without them should
-    satisfy the protocol directly instead, so that capability detection stays truthful.
+    Subclasses set ``BACKEND``, call ``super().__init__()`` and spell the abstract ``_raw_*``
+    methods as the module docstring's contract says. They may override the hooks
+    :meth:`_bind_thread`, :meth:`_adopt_stream`, :meth:`_shares_handles_with` and
+    :meth:`_context_lost`, and use :meth:`_hold_stream` and :meth:`_hold_event` in calls of
+    their own. The optional capabilities come from :class:`EventQueryMixin`,
+    :class:`CaptureCheckMixin` and :class:`HostFuncMixin`.
+
+    Every method may be called from any thread. A handle of another object is refused with
+    :class:`~eventapi.EventStateError`, except where :meth:`_shares_handles_with` says the
+    other object is a sibling device of the same driver: then ``event_wait`` and
+    ``event_query`` take its events, and ``stream_wait_event`` lets one of this object's
+    streams wait on one.
     """
 
     BACKEND: str
@@ -197,8 +299,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._tls = threading.local()
         self._live_events = 0
         self._live_streams = 0
+        self._forked = False
+        self._lost_logged = False
+        _backends.add(self)
 
-    # -- what a backend spells --------------------------------------------------------------
+    # -- hooks a backend may override ---------------------------------------------------------
 
     def _bind_thread(self) -> None:
         """Prepare the calling thread for driver calls; runs once per thread before its first.
@@ -216,56 +321,90 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """
         return None
 
-    @abstractmethod
-    def _raw_event_create(self) -> RE: ...
+    def _shares_handles_with(self, other: DriverBackend[Any, Any]) -> bool:
+        """True when ``other`` is another device of this same driver in this process.
+
+        Then the driver lets this object's streams wait on ``other``'s events
+        (``stream_wait_event``) and any thread wait on or query them (``event_wait``,
+        ``event_query``); recording into another device's stream, timing events of two devices
+        and destroying another object's handle stay refused. Never asked about ``self``. The
+        default shares nothing. Answer False for an object of the *same* device: an object
+        built directly from the class owns its own handles, and the conformance kit checks
+        that a second object refuses them.
+        """
+        return False
+
+    def _context_lost(self) -> DriverError | None:
+        """The error that lost this device's context for good, or None while it is usable.
+
+        A driver with sticky errors (CUDA's and HIP's illegal address, say: every later call
+        returns the same error until the process exits) returns the first such error here, as
+        :attr:`DriverCalls.lost` does. Destroys are then not passed to the driver, and the
+        handles left are logged once instead of once each.
+        """
+        return None
+
+    # -- the required driver calls ------------------------------------------------------------
 
     @abstractmethod
-    def _raw_event_destroy(self, event: RE) -> None: ...
+    def _raw_event_create(self) -> RE:
+        """A timing-enabled event."""
 
     @abstractmethod
-    def _raw_event_record(self, event: RE, stream: RS) -> None: ...
+    def _raw_event_destroy(self, event: RE) -> None:
+        """Release ``event`` at once; a record still queued may complete harmlessly."""
 
     @abstractmethod
-    def _raw_event_wait(self, event: RE) -> None: ...
+    def _raw_event_record(self, event: RE, stream: RS) -> None:
+        """Enqueue a record of ``event`` on ``stream`` and return."""
 
     @abstractmethod
-    def _raw_event_query(self, event: RE) -> bool: ...
+    def _raw_event_wait(self, event: RE) -> None:
+        """Block, with the GIL released, until the device reached ``event``'s latest record."""
 
     @abstractmethod
     def _raw_event_elapsed_ns(self, start: RE, end: RE) -> int:
         """Device time from start to end in nanoseconds, unclamped (the base clamps)."""
 
     @abstractmethod
-    def _raw_stream_wait_event(self, stream: RS, event: RE) -> None: ...
+    def _raw_stream_wait_event(self, stream: RS, event: RE) -> None:
+        """Make ``stream`` wait on the device for ``event``'s record current now."""
 
     @abstractmethod
-    def _raw_stream_synchronize(self, stream: RS) -> None: ...
+    def _raw_stream_synchronize(self, stream: RS) -> None:
+        """Block, with the GIL released, until ``stream`` drained."""
 
     @abstractmethod
-    def _raw_stream_create_non_blocking(self) -> RS: ...
+    def _raw_stream_create_non_blocking(self) -> RS:
+        """A stream that does not synchronize with the legacy default stream."""
 
     @abstractmethod
-    def _raw_stream_destroy(self, stream: RS) -> None: ...
-
-    @abstractmethod
-    def _raw_stream_is_capturing(self, stream: RS) -> bool: ...
-
-    @abstractmethod
-    def _raw_launch_host_func(self, stream: RS, fn: Callable[[], object]) -> None: ...
+    def _raw_stream_destroy(self, stream: RS) -> None:
+        """Release ``stream`` without waiting for its queued work, which still completes."""
 
     # -- the protocol -------------------------------------------------------------------------
 
     def event_create(self) -> Event[RE]:
         """Create a timing-enabled event. See :meth:`eventapi.EventApi.event_create`."""
-        self._ensure_thread()
-        raw = self._raw_event_create()
-        event: Event[RE] = Event(raw, self)
-        with self._lock:
-            self._live_events += 1
+        self._ensure_thread("event_create")
+        # The wrapper exists, open and counted, before the driver call, and takes the raw handle
+        # in the assignment right after it: an interrupt anywhere but inside the raw call
+        # itself leaves a wrapper whose finalizer destroys what was created (docs/errors.md).
+        event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
+        self._open(event)
+        try:
+            event._raw = self._raw_event_create()
+        except BaseException:
+            self._forget(event)
+            raise
         return event
 
     def event_destroy(self, event: Event[RE]) -> None:
-        """Release an event; a second call is a no-op. Deferred while another call uses it."""
+        """Release an event; a second call is a no-op. Deferred while another call uses it.
+
+        A destroy the driver refuses still leaves the event closed and uncounted (it is never
+        passed to the driver again), and raises the :class:`~eventapi.DriverError`.
+        """
         self._check_owner(event, "event_destroy", Event)
         self._close(event)
 
@@ -281,20 +420,15 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._leave_both(handle, event)
 
     def event_wait(self, event: Event[RE]) -> None:
-        """Block until the device reached ``event``; releases the GIL."""
-        raw = self._enter_event(event, "event_wait", need_recorded=True)
-        try:
-            self._raw_event_wait(raw)
-        finally:
-            self._leave(event)
+        """Block until the device reached ``event``; releases the GIL.
 
-    def event_query(self, event: Event[RE]) -> bool:
-        """True when the device reached ``event``; never blocks."""
-        raw = self._enter_event(event, "event_query", need_recorded=True)
+        ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
+        """
+        owner = self._enter_event(event, "event_wait")
         try:
-            return self._raw_event_query(raw)
+            owner._raw_event_wait(event._raw)
         finally:
-            self._leave(event)
+            owner._leave(event)
 
     def event_elapsed(self, start: Event[RE], end: Event[RE]) -> int:
         """Device nanoseconds from ``start`` to ``end``, clamped at 0."""
@@ -307,14 +441,28 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._leave_both(start, end)
 
     def stream_wait_event(self, stream: Stream[RS] | object, event: Event[RE]) -> None:
-        """Make ``stream`` wait for ``event`` on the device; the host does not block."""
+        """Make ``stream`` wait for ``event`` on the device; the host does not block.
+
+        ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
+        """
         handle = self._stream(stream, "stream_wait_event")
-        self._check_recorded(event, "stream_wait_event")
-        self._enter_both(handle, event, "stream_wait_event")
+        owner = self._event_owner(event, "stream_wait_event")
+        if owner is self:  # the common case: both handles under one acquisition of the lock
+            self._enter_both(handle, event, "stream_wait_event")
+            try:
+                self._raw_stream_wait_event(handle._raw, event._raw)
+            finally:
+                self._leave_both(handle, event)
+            return
+        self._enter(handle, "stream_wait_event")
         try:
-            self._raw_stream_wait_event(handle._raw, event._raw)
+            owner._enter(event, "stream_wait_event")
+            try:
+                self._raw_stream_wait_event(handle._raw, event._raw)
+            finally:
+                owner._leave(event)
         finally:
-            self._leave_both(handle, event)
+            self._leave(handle)
 
     def stream_synchronize(self, stream: Stream[RS] | object) -> None:
         """Block until ``stream`` drained; releases the GIL."""
@@ -327,15 +475,23 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def stream_create_non_blocking(self) -> Stream[RS]:
         """Create a stream that does not synchronize with the legacy default stream."""
-        self._ensure_thread()
-        raw = self._raw_stream_create_non_blocking()
-        stream: Stream[RS] = Stream(raw, self, owned=True)
-        with self._lock:
-            self._live_streams += 1
+        self._ensure_thread("stream_create_non_blocking")
+        stream: Stream[RS] = Stream(_NO_RAW, self, owned=True)  # type: ignore[arg-type]
+        self._open(stream)  # as in event_create: counted before, given its raw handle after
+        try:
+            stream._raw = self._raw_stream_create_non_blocking()
+        except BaseException:
+            self._forget(stream)
+            raise
         return stream
 
     def stream_destroy(self, stream: Stream[RS]) -> None:
-        """Release a stream this backend created; a second call is a no-op."""
+        """Release a stream this backend created; a second call is a no-op.
+
+        Returns without waiting for the work queued on the stream, which still completes. A
+        destroy the driver refuses still leaves the stream closed and uncounted, and raises
+        the :class:`~eventapi.DriverError`.
+        """
         self._check_owner(stream, "stream_destroy", Stream)
         if not stream._owned:
             raise EventStateError(
@@ -343,28 +499,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 "so it is not eventapi's to destroy; release it through the library that made it"
             )
         self._close(stream)
-
-    def stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
-        """True while ``stream`` is capturing a graph."""
-        handle = self._stream(stream, "stream_is_capturing")
-        raw = self._enter(handle, "stream_is_capturing")
-        try:
-            return self._raw_stream_is_capturing(raw)
-        finally:
-            self._leave(handle)
-
-    def stream_launch_host_func(
-        self, stream: Stream[RS] | object, fn: Callable[[], object]
-    ) -> None:
-        """Run ``fn()`` on a driver thread when ``stream`` reaches this point."""
-        if not callable(fn):
-            raise TypeError(f"stream_launch_host_func needs a callable, got {fn!r}")
-        handle = self._stream(stream, "stream_launch_host_func")
-        raw = self._enter(handle, "stream_launch_host_func")
-        try:
-            self._raw_launch_host_func(raw, fn)
-        finally:
-            self._leave(handle)
 
     # -- beyond the protocol ------------------------------------------------------------------
 
@@ -383,29 +517,106 @@ class DriverBackend(ABC, Generic[RE, RS]):
             events, streams = self._live_events, self._live_streams
         return LiveHandles(events, streams)
 
+    # -- what a subclass may call -------------------------------------------------------------
+
+    @contextmanager
+    def _hold_stream(self, stream: Stream[RS] | object, call: str) -> Iterator[RS]:
+        """Hold ``stream`` for the length of the ``with`` block; yields its raw handle.
+
+        ``stream`` is resolved as every protocol call resolves it (this object's, or a foreign
+        one :meth:`_adopt_stream` accepts); a closed or foreign one is refused with
+        :class:`~eventapi.EventStateError` naming ``call``. A destroy from another thread
+        meanwhile is deferred until the block ends.
+        """
+        handle = self._stream(stream, call)
+        raw: RS = self._enter(handle, call)
+        try:
+            yield raw
+        finally:
+            self._leave(handle)
+
+    @contextmanager
+    def _hold_event(self, event: Event[RE], call: str) -> Iterator[RE]:
+        """Hold a recorded ``event`` of this object for the ``with`` block; yields its raw handle.
+
+        A closed, foreign or never-recorded event is refused with
+        :class:`~eventapi.EventStateError` naming ``call``.
+        """
+        self._check_recorded(event, call)
+        raw: RE = self._enter(event, call)
+        try:
+            yield raw
+        finally:
+            self._leave(event)
+
     # -- bookkeeping --------------------------------------------------------------------------
 
-    def _ensure_thread(self) -> None:
+    def _ensure_thread(self, call: str) -> None:
         tls = self._tls
         if not getattr(tls, "bound", False):
+            # Also the one place a forked object is refused: the fork handler gives it a fresh
+            # thread-local, so every call comes here once more and the hot path pays nothing.
+            if self._forked:
+                self._refuse_forked(call)
             self._bind_thread()
             tls.bound = True
 
+    def _open(self, handle: _Handle) -> None:
+        # Opened and counted together, so a wrapper is counted exactly while its finalizer
+        # would release it.
+        with self._lock:
+            if type(handle) is Event:
+                self._live_events += 1
+            else:
+                self._live_streams += 1
+            handle._closed = False
+
+    def _forget(self, handle: _Handle) -> None:
+        # The driver's create failed (or was interrupted): nothing to release, only to uncount.
+        with self._lock:
+            if handle._closed:
+                return
+            handle._closed = True
+            handle._users = -1
+            if type(handle) is Event:
+                self._live_events -= 1
+            else:
+                self._live_streams -= 1
+
     def _check_owner(self, handle: object, call: str, kind: type[_Handle]) -> None:
         if type(handle) is not kind or handle._owner is not self:
-            what = "an event" if kind is Event else "a stream"
+            self._refuse_foreign(handle, call, kind)
+
+    def _refuse_foreign(self, handle: object, call: str, kind: type[_Handle]) -> NoReturn:
+        what = "an event" if kind is Event else "a stream"
+        owner = handle._owner if isinstance(handle, _Handle) else None
+        if type(handle) is kind and owner is not None and self._shares_handles_with(owner):
             raise EventStateError(
-                f"{self.BACKEND}: {call} refused {handle!r}: not {what} of this {self.BACKEND} "
-                f"backend object; pass {what} created by the same backend object "
-                f"(eventapi.backend(...) returns one per device)"
+                f"{self.BACKEND}: {call} refused {handle!r}: it belongs to {owner!r}, another "
+                f"device, and {call} needs {what} of this one ({self!r}); across devices only "
+                "stream_wait_event(stream, event), event_wait(event) and event_query(event) "
+                "take another device's event. Make the call on the handle's own backend object"
             )
+        raise EventStateError(
+            f"{self.BACKEND}: {call} refused {handle!r}: not {what} of this {self.BACKEND} "
+            f"backend object; pass {what} created by the same backend object "
+            f"(eventapi.backend(...) returns one per device)"
+        )
+
+    def _refuse_forked(self, call: str) -> NoReturn:
+        raise EventStateError(
+            f"{self.BACKEND}: {call} refused: this backend object was created before fork(), "
+            f"in the parent process; it and its handles are not usable in this process "
+            f"(pid {os.getpid()}). Create a new backend object here, or start worker processes "
+            "with multiprocessing's 'spawn' or 'forkserver' method"
+        )
 
     def _stream(self, stream: object, call: str) -> Stream[RS]:
         if type(stream) is Stream:
             self._check_owner(stream, call, Stream)
             return stream
         if isinstance(stream, _Handle):
-            self._check_owner(stream, call, Stream)
+            self._refuse_foreign(stream, call, Stream)
         raw = self._adopt_stream(stream)
         if raw is None:
             raise EventStateError(
@@ -417,20 +628,35 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _check_recorded(self, event: Event[RE], call: str) -> None:
         self._check_owner(event, call, Event)
         if not event._recorded:
-            if event._closed:
-                self._refuse_closed(event, call)
-            raise EventStateError(
-                f"{self.BACKEND}: {call} refused {event!r}: it was never recorded, so there is "
-                "nothing to wait for or time; call event_record(event, stream) first"
-            )
+            self._refuse_unrecorded(event, call)
 
-    def _enter_event(self, event: Event[RE], call: str, *, need_recorded: bool) -> RE:
-        if need_recorded:
-            self._check_recorded(event, call)
-        else:
-            self._check_owner(event, call, Event)
-        raw: RE = self._enter(event, call)
-        return raw
+    def _refuse_unrecorded(self, event: Event[Any], call: str) -> NoReturn:
+        if event._closed:
+            self._refuse_closed(event, call)
+        raise EventStateError(
+            f"{self.BACKEND}: {call} refused {event!r}: it was never recorded, so there is "
+            "nothing to wait for or time; call event_record(event, stream) first"
+        )
+
+    def _event_owner(self, event: Event[RE], call: str) -> DriverBackend[RE, Any]:
+        # The object whose bookkeeping guards a recorded event: this one, or a sibling device's.
+        if type(event) is Event and event._owner is self:
+            if not event._recorded:
+                self._refuse_unrecorded(event, call)
+            return self
+        owner = event._owner if type(event) is Event else None
+        if owner is None or not self._shares_handles_with(owner):
+            self._refuse_foreign(event, call, Event)
+        if not event._recorded:
+            owner._refuse_unrecorded(event, call)
+        return owner
+
+    def _enter_event(self, event: Event[RE], call: str) -> DriverBackend[RE, Any]:
+        # Enters a recorded event for a one-event call; returns the object to make the raw call
+        # on and to leave through (a sibling's event is waited on by its own object).
+        owner = self._event_owner(event, call)
+        owner._enter(event, call)
+        return owner
 
     # A call holds each handle it uses from _enter to _leave, so that a destroy from another
     # thread meanwhile is deferred until the call is out of the driver. Calls on two handles
@@ -438,7 +664,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def _enter_both(self, first: _Handle, second: _Handle, call: str) -> None:
         if not getattr(self._tls, "bound", False):
-            self._ensure_thread()
+            self._ensure_thread(call)
         with self._lock:
             closed = first if first._closed else second if second._closed else None
             if closed is None:
@@ -457,7 +683,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._leave_closed(second)
 
     def _enter(self, handle: _Handle, call: str) -> Any:
-        self._ensure_thread()
+        self._ensure_thread(call)
         with self._lock:
             closed = handle._closed
             if not closed:
@@ -489,7 +715,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
                     "%s: deferred destroy of %r failed", self.BACKEND, handle, exc_info=True
                 )
 
-    def _refuse_closed(self, handle: _Handle, call: str) -> None:
+    def _refuse_closed(self, handle: _Handle, call: str) -> NoReturn:
         raise EventStateError(
             f"{self.BACKEND}: {call} refused {handle!r}: it was already destroyed; "
             "create a new one (a destroyed handle is never passed to the driver)"
@@ -500,7 +726,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             if handle._closed:
                 return
             handle._closed = True
-            now = handle._users == 0
+            now = handle._users == 0 or self._forked  # a forked child has no calls in flight
             if now:
                 handle._users = -1
         if now:
@@ -515,11 +741,33 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._live_events -= 1
             else:
                 self._live_streams -= 1
-        self._ensure_thread()
+        raw = handle._raw
+        if raw is _NO_RAW or self._forked:
+            # Never created; or created by the parent process, whose driver state this child
+            # must not touch (the parent still owns the handle and destroys it there).
+            return
+        lost = self._context_lost()
+        if lost is not None:
+            self._log_lost_once(lost)
+            return
+        self._ensure_thread("event_destroy" if is_event else "stream_destroy")
         if is_event:
-            self._raw_event_destroy(handle._raw)
+            self._raw_event_destroy(raw)
         else:
-            self._raw_stream_destroy(handle._raw)
+            self._raw_stream_destroy(raw)
+
+    def _log_lost_once(self, lost: DriverError) -> None:
+        with self._lock:
+            logged, self._lost_logged = self._lost_logged, True
+        if not logged:
+            _log.error(
+                "%s: %r: the device context is lost (%s); its remaining handles are not "
+                "released one by one, the driver frees them when the process exits; restart "
+                "the process to use the device again",
+                self.BACKEND,
+                self,
+                lost,
+            )
 
     def _collect(self, handle: _Handle) -> None:
         # From a handle's __del__: the user dropped it without destroying it.
@@ -528,11 +776,107 @@ class DriverBackend(ABC, Generic[RE, RS]):
         except Exception:  # a finalizer has nowhere to raise to
             _log.warning("%s: destroying a dropped %r failed", self.BACKEND, handle, exc_info=True)
 
+    def _forked_in_child(self) -> None:
+        self._lock = threading.RLock()
+        self._tls = threading.local()
+        self._forked = True
+
+
+class EventQueryMixin(DriverBackend[RE, RS]):
+    """Adds :class:`~eventapi.SupportsEventQuery` (``event_query``) to a :class:`DriverBackend`.
+
+    List it before ``DriverBackend`` in the class's bases and spell
+    :meth:`_raw_event_query`.
+    """
+
+    @abstractmethod
+    def _raw_event_query(self, event: RE) -> bool:
+        """True when the device reached ``event``'s latest record; never blocks."""
+
+    def event_query(self, event: Event[RE]) -> bool:
+        """True when the device reached ``event``; never blocks.
+
+        ``event`` may be a sibling device's (see :meth:`DriverBackend._shares_handles_with`).
+        """
+        owner = self._enter_event(event, "event_query")
+        try:
+            # A sibling of an object with this capability has it too: one driver, one class.
+            return owner._raw_event_query(event._raw)  # type: ignore[attr-defined, no-any-return]
+        finally:
+            owner._leave(event)
+
+
+class CaptureCheckMixin(DriverBackend[RE, RS]):
+    """Adds :class:`~eventapi.SupportsCaptureCheck` (``stream_is_capturing``).
+
+    List it before ``DriverBackend`` in the class's bases and spell
+    :meth:`_raw_stream_is_capturing`. With it, :class:`HostFuncMixin` also refuses a host
+    function on a capturing stream.
+    """
+
+    @abstractmethod
+    def _raw_stream_is_capturing(self, stream: RS) -> bool:
+        """True while ``stream`` captures a graph, in any state that refuses a timing event."""
+
+    def stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
+        """True while ``stream`` is capturing a graph."""
+        handle = self._stream(stream, "stream_is_capturing")
+        raw = self._enter(handle, "stream_is_capturing")
+        try:
+            return self._raw_stream_is_capturing(raw)
+        finally:
+            self._leave(handle)
+
+
+class HostFuncMixin(DriverBackend[RE, RS]):
+    """Adds :class:`~eventapi.SupportsHostFunc` (``stream_launch_host_func``).
+
+    List it before ``DriverBackend`` in the class's bases and spell
+    :meth:`_raw_launch_host_func` (:func:`launch_host_func` does the C side for a binding
+    that takes a C function pointer and a user-data pointer).
+    """
+
+    @abstractmethod
+    def _raw_launch_host_func(self, stream: RS, fn: Callable[[], object]) -> None:
+        """Enqueue ``fn()`` to run on a driver thread when ``stream`` reaches this point."""
+
+    def stream_launch_host_func(
+        self, stream: Stream[RS] | object, fn: Callable[[], object]
+    ) -> None:
+        """Run ``fn()`` on a driver thread when ``stream`` reaches this point.
+
+        Raises :class:`~eventapi.CaptureError` when the backend can tell (it also has
+        :class:`CaptureCheckMixin`) that ``stream`` is capturing a graph: a host function
+        captured into a graph runs on the graph's first launch only, and is held forever when
+        the graph is never launched.
+        """
+        if not callable(fn):
+            raise TypeError(f"stream_launch_host_func needs a callable, got {fn!r}")
+        handle = self._stream(stream, "stream_launch_host_func")
+        raw = self._enter(handle, "stream_launch_host_func")
+        try:
+            if isinstance(self, CaptureCheckMixin) and self._raw_stream_is_capturing(raw):
+                raise CaptureError(
+                    f"{self.BACKEND}: stream_launch_host_func refused on {handle!r}: the stream "
+                    "is capturing a graph, where a host function would run on the graph's first "
+                    "launch only; launch it after the capture ends, or on another stream"
+                )
+            self._raw_launch_host_func(raw, fn)
+        finally:
+            self._leave(handle)
+
 
 if TYPE_CHECKING:
 
-    def _conforms(backend: DriverBackend[object, object]) -> None:
+    class _AllCapabilities(
+        EventQueryMixin[object, object],
+        CaptureCheckMixin[object, object],
+        HostFuncMixin[object, object],
+    ):
+        BACKEND = "all"
+
+    def _conforms(backend: DriverBackend[object, object], full: _AllCapabilities) -> None:
         _api: EventApi[Event[object], Stream[object]] = backend
-        _query: SupportsEventQuery[Event[object]] = backend
-        _capture: SupportsCaptureCheck[Stream[object]] = backend
-        _host_func: SupportsHostFunc[Stream[object]] = backend
+        _query: SupportsEventQuery[Event[object]] = full
+        _capture: SupportsCaptureCheck[Stream[object]] = full
+        _host_func: SupportsHostFunc[Stream[object]] = full

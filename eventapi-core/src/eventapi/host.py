@@ -20,12 +20,19 @@ Semantics (CUDA's, where the protocol is silent):
 * ``stream_destroy`` with work pending returns at once; the worker finishes the queue, then
   exits. Destroying an event with a record pending is allowed.
 * ``stream_launch_host_func(stream, fn)`` runs ``fn()`` on the worker; later work on the stream
-  waits for it. An exception from ``fn`` is logged on the ``eventapi`` logger (ERROR, with the
-  traceback) and not propagated; the worker goes on. A worker never dies on a bad op.
+  waits for it. On a capturing stream it raises :class:`~eventapi.CaptureError`, as the driver
+  backends do (a captured host function would run on a graph's first replay only). An
+  exception from ``fn`` is logged on the ``eventapi`` logger (ERROR, with the traceback) and
+  not propagated; the worker goes on. A worker never dies on a bad op.
 * Simulated graph capture: between :meth:`HostBackend.begin_capture` and
   :meth:`HostBackend.end_capture` the stream's enqueued work is captured, not executed (and
   never runs: there is no graph launch). An event recorded into a capturing stream becomes a
   *captured* event until it is recorded again outside a capture.
+* ``stream_destroy`` and ``event_destroy`` release the handle even when they fail (an injected
+  fault): the stream's worker still finishes its queue and exits, as the destroy contract
+  says (a failed destroy leaves nothing of the handle running).
+* After ``fork()``, a :class:`HostBackend` created in the parent refuses every call in the
+  child (its worker threads do not exist there); one created in the child works.
 
 The errors it raises (:class:`~eventapi.DriverError` with ``backend="host"``, ``call`` the
 protocol method's name, codes chosen to match CUDA's numbers so a log reads the same):
@@ -52,6 +59,7 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+import os
 import threading
 import time
 import weakref
@@ -59,9 +67,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, final
 
-from ._errors import DriverError, EventStateError
+from ._errors import CaptureError, DriverError, EventStateError
 from ._protocol import CAPABILITY_METHODS, PROTOCOL_METHODS
-from .driverkit import DriverBackend, Event, Stream
+from .driverkit import CaptureCheckMixin, Event, EventQueryMixin, HostFuncMixin, Stream
 
 if TYPE_CHECKING:
     from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
@@ -81,6 +89,24 @@ _WAIT: Final = 1
 
 # Set on worker threads, so blocking calls from a host function are refused instead of hanging.
 _worker_thread = threading.local()
+
+# Which process a worker belongs to: bumped in a forked child, where the parent's workers do
+# not exist and their state (locks a parent thread may have held at the fork) must not be used.
+_generation = 0
+
+
+def _bump_generation() -> None:
+    global _generation
+    _generation += 1
+
+
+os.register_at_fork(after_in_child=_bump_generation)
+
+
+def _stop_worker(state: _StreamState, generation: int) -> None:
+    # The safety net of a raw stream dropped without a successful destroy.
+    if generation == _generation:
+        state.stop()
 
 
 @final
@@ -281,7 +307,11 @@ def _refuse_on_worker(call: str) -> None:
 
 
 @final
-class HostBackend(DriverBackend[_HostEvent, _Worker]):
+class HostBackend(
+    EventQueryMixin[_HostEvent, _Worker],
+    CaptureCheckMixin[_HostEvent, _Worker],
+    HostFuncMixin[_HostEvent, _Worker],
+):
     """The ``host`` backend: the protocol, all three capabilities and the test aids.
 
     One object is a self-contained "device": its handles are refused by any other object.
@@ -293,8 +323,14 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
 
     def __init__(self) -> None:
         super().__init__()
-        # method name -> pending faults (None: the default error); guarded by self._lock.
+        # method name -> pending faults (None: the default error); guarded by _faults_lock.
         self._faults: dict[str, deque[DriverError | None]] = {}
+        self._faults_lock = threading.Lock()
+
+    @property
+    def device(self) -> None:
+        """None: the host backend has no devices (``cuda`` and ``hip`` give an index)."""
+        return None
 
     def __repr__(self) -> str:
         events, streams = self.live_handles()
@@ -307,8 +343,10 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
     ) -> None:
         """Make the next ``count`` calls of protocol method ``method`` raise a DriverError.
 
-        The call raises before it does anything in the backend (nothing is created, queued or
-        released), but after the handle checks: a call refused with
+        The call raises before it does anything in the backend (nothing is created or queued),
+        except a destroy, which fails as the destroy contract says a failed destroy does: the
+        handle is released (closed, uncounted, its worker stopped) and then the error raised.
+        Faults are injected after the handle checks: a call refused with
         :class:`~eventapi.EventStateError` does not consume a fault. ``error`` is raised (a
         copy of it, each time) instead of the default ``INJECTED_FAULT`` (999) error. Faults
         add up: a second call queues more. Raises :class:`ValueError` for a name that is not
@@ -323,7 +361,7 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
             raise ValueError(f"inject_fault: count must be at least 1, got {count}")
         if error is not None and not isinstance(error, DriverError):
             raise TypeError(f"inject_fault: error must be a DriverError, got {error!r}")
-        with self._lock:
+        with self._faults_lock:
             self._faults.setdefault(method, deque()).extend([error] * count)
 
     def begin_capture(self, stream: Stream[_Worker] | object) -> None:
@@ -334,40 +372,34 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
         (``CAPTURED_EVENT`` on wait, query and elapsed). Work enqueued before keeps running.
         Raises DriverError ``ILLEGAL_STATE`` if the stream is already capturing.
         """
-        handle = self._stream(stream, "begin_capture")
-        state = self._enter(handle, "begin_capture").state
-        try:
+        with self._hold_stream(stream, "begin_capture") as worker:
+            state = worker.state
             with state.lock:
                 if state.capturing:
                     raise _error(
                         "begin_capture",
                         401,
                         "ILLEGAL_STATE",
-                        f"stream {handle!r} is already capturing; call end_capture(stream) first",
+                        f"stream {worker!r} is already capturing; call end_capture(stream) first",
                     )
                 state.capturing = True
-        finally:
-            self._leave(handle)
 
     def end_capture(self, stream: Stream[_Worker] | object) -> None:
         """End the capture begun by :meth:`begin_capture`; captured work is discarded.
 
         Raises DriverError ``ILLEGAL_STATE`` if the stream is not capturing.
         """
-        handle = self._stream(stream, "end_capture")
-        state = self._enter(handle, "end_capture").state
-        try:
+        with self._hold_stream(stream, "end_capture") as worker:
+            state = worker.state
             with state.lock:
                 if not state.capturing:
                     raise _error(
                         "end_capture",
                         401,
                         "ILLEGAL_STATE",
-                        f"stream {handle!r} is not capturing; call begin_capture(stream) first",
+                        f"stream {worker!r} is not capturing; call begin_capture(stream) first",
                     )
                 state.capturing = False
-        finally:
-            self._leave(handle)
 
     def stamp_ns(self, event: Event[_HostEvent]) -> int:
         """The :func:`time.perf_counter_ns` value the worker stamped for ``event``'s latest record.
@@ -377,8 +409,7 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
         DriverError ``NOT_READY`` (``not_ready`` true) when the latest record was not reached
         yet (as ``event_elapsed`` does), ``CAPTURED_EVENT`` for a captured event.
         """
-        raw = self._enter_event(event, "stamp_ns", need_recorded=True)
-        try:
+        with self._hold_event(event, "stamp_ns") as raw:
             stamp = _latest(raw, "stamp_ns").stamp
             if stamp is None:
                 raise _error(
@@ -389,13 +420,11 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
                     not_ready=True,
                 )
             return stamp
-        finally:
-            self._leave(event)
 
     # -- the driver calls -----------------------------------------------------------------------
 
     def _fault(self, method: str) -> None:
-        with self._lock:
+        with self._faults_lock:
             pending = self._faults.get(method)
             if not pending:
                 return
@@ -417,9 +446,9 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
         return _HostEvent()
 
     def _raw_event_destroy(self, event: _HostEvent) -> None:
+        event.latest = None  # released first: a failed destroy leaves nothing behind
         if self._faults:
             self._fault("event_destroy")
-        event.latest = None
 
     def _raw_event_record(self, event: _HostEvent, stream: _Worker) -> None:
         if self._faults:
@@ -501,6 +530,9 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
         if self._faults:
             self._fault("stream_create_non_blocking")
         worker = _Worker()
+        # Safety net, armed before the thread starts so that no interrupt can leave a running
+        # worker without it: a raw stream dropped without a successful destroy still stops.
+        weakref.finalize(worker, _stop_worker, worker.state, _generation).atexit = False
         thread = threading.Thread(
             target=_drain,
             args=(worker.state,),
@@ -516,14 +548,12 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
                 "OUT_OF_MEMORY",
                 f"could not start the stream's worker thread ({exc}); destroy unused streams",
             ) from exc
-        # Safety net: a raw stream dropped without a successful destroy still stops its thread.
-        weakref.finalize(worker, worker.state.stop).atexit = False
         return worker
 
     def _raw_stream_destroy(self, stream: _Worker) -> None:
+        stream.state.stop()  # released first: a failed destroy leaves no worker running
         if self._faults:
             self._fault("stream_destroy")
-        stream.state.stop()
 
     def _raw_stream_is_capturing(self, stream: _Worker) -> bool:
         if self._faults:
@@ -535,8 +565,12 @@ class HostBackend(DriverBackend[_HostEvent, _Worker]):
             self._fault("stream_launch_host_func")
         state = stream.state
         with state.lock:
-            if not state.capturing:
-                state.push((_HOST_FUNC, fn))
+            if state.capturing:  # checked before, but a capture may have begun since
+                raise CaptureError(
+                    f"host: stream_launch_host_func refused on stream {stream!r}: it began "
+                    "capturing a graph; launch the host function after the capture ends"
+                )
+            state.push((_HOST_FUNC, fn))
 
 
 if TYPE_CHECKING:

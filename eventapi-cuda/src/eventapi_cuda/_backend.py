@@ -15,12 +15,29 @@ call when another one is current, so a thread working on another device still cr
 this one. The other calls take handles that carry their context; only the legacy default
 stream (a raw ``0``) means "the current context's", which is why a thread with no context is
 given this backend's.
+
+Devices. Objects of two devices share some handles, as the driver does: a stream of one may
+wait on an event of the other (``stream_wait_event``), and any thread may wait on or query any
+device's event. Recording an event into another device's stream and timing events of two
+devices are refused in Python (:class:`~eventapi.EventStateError`). Two objects of one device
+(one from ``eventapi.backend()``, one built directly) own their handles separately.
+
+Faults. The errors after which CUDA fails every later call of the process (an illegal
+address, a failed launch, an uncorrectable ECC error) lose the context: the first raises a
+:class:`~eventapi.DriverError` saying so, later calls raise it at once without calling the
+driver, and handles left over are not destroyed one by one (logged once).
+
+Fork. CUDA cannot be used in a child forked after the driver was initialized in the parent.
+In such a child this module refuses to build a backend object
+(:class:`~eventapi.BackendUnavailableError`), the parent's objects refuse every call, and
+nothing collected there calls the driver.
 """
 
 from __future__ import annotations
 
 import logging
 import operator
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -30,8 +47,11 @@ from cuda.bindings import driver
 
 from eventapi import BackendUnavailableError, DriverError
 from eventapi.driverkit import (
+    CaptureCheckMixin,
     DriverBackend,
     DriverCalls,
+    EventQueryMixin,
+    HostFuncMixin,
     foreign_stream_handle,
     launch_host_func,
     ms_to_ns,
@@ -67,14 +87,45 @@ _call = DriverCalls(
     missing=_CUresult.CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND,
     missing_hint="install the NVIDIA driver (libcuda.so.1), or update it to one that "
     "supports the CUDA version cuda-bindings was built for",
+    # The errors the CUDA documentation says leave the process in an inconsistent state, every
+    # later call failing the same way until the process is restarted.
+    sticky=(
+        _CUresult.CUDA_ERROR_ECC_UNCORRECTABLE,
+        _CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,
+        _CUresult.CUDA_ERROR_LAUNCH_TIMEOUT,
+        _CUresult.CUDA_ERROR_ASSERT,
+        _CUresult.CUDA_ERROR_HARDWARE_STACK_ERROR,
+        _CUresult.CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        _CUresult.CUDA_ERROR_MISALIGNED_ADDRESS,
+        _CUresult.CUDA_ERROR_INVALID_ADDRESS_SPACE,
+        _CUresult.CUDA_ERROR_INVALID_PC,
+        _CUresult.CUDA_ERROR_LAUNCH_FAILED,
+    ),
 )
 
 _init_lock = threading.Lock()
 _initialized = False
+# True in a child forked after the parent initialized the driver: nothing may call it here.
+_forked_after_init = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_after_init, _init_lock
+    _forked_after_init = _forked_after_init or _initialized
+    _init_lock = threading.Lock()  # another parent thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _init_driver() -> None:
     global _initialized
+    if _forked_after_init:
+        raise BackendUnavailableError(
+            "cuda: this process was forked after the CUDA driver was initialized in its parent, "
+            "and CUDA cannot be used in such a child; start worker processes with "
+            "multiprocessing's 'spawn' or 'forkserver' method, or use CUDA only after fork()"
+        )
     if _initialized:
         return
     with _init_lock:
@@ -84,7 +135,10 @@ def _init_driver() -> None:
 
 
 def _release_primary_context(device: Any) -> None:
-    # From a weakref finalizer: whatever happens is only worth a log line.
+    # From a weakref finalizer: whatever happens is only worth a log line. In a forked child
+    # or after the context was lost, the driver is not called at all.
+    if _forked_after_init or _call.lost is not None:
+        return
     try:
         err = driver.cuDevicePrimaryCtxRelease(device)[0]
     except Exception:
@@ -95,7 +149,7 @@ def _release_primary_context(device: Any) -> None:
 
 
 @final
-class CudaBackend(DriverBackend[Any, Any]):
+class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFuncMixin[Any, Any]):
     """The CUDA driver's events and streams on one device.
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
@@ -109,7 +163,9 @@ class CudaBackend(DriverBackend[Any, Any]):
     never destroyed here.
 
     Raises :class:`~eventapi.BackendUnavailableError` when the driver library is missing, the
-    driver is too old, or there is no device ``device``.
+    driver is too old, there is no device ``device``, or the process was forked after its
+    parent initialized CUDA. See the module docstring for what it does with another device's
+    handles, with sticky errors and after ``fork()``.
     """
 
     BACKEND = "cuda"
@@ -152,6 +208,12 @@ class CudaBackend(DriverBackend[Any, Any]):
 
     def __repr__(self) -> str:
         return f"<CudaBackend device={self._ordinal}>"
+
+    def _shares_handles_with(self, other: DriverBackend[Any, Any]) -> bool:
+        return type(other) is CudaBackend and other._ordinal != self._ordinal
+
+    def _context_lost(self) -> DriverError | None:
+        return _call.lost
 
     # -- threads and contexts -----------------------------------------------------------------
 

@@ -9,6 +9,22 @@ back, so a thread working on another device still creates on this one. The one c
 depends on the current device is a raw ``0`` (the null stream): HIP resolves it on the calling
 thread's current device, so use it from a thread working on this backend's device.
 
+Objects of two devices share some handles, as the runtime does: a stream of one may wait on an
+event of the other (``stream_wait_event``), and any thread may wait on or query any device's
+event. Recording an event into another device's stream and timing events of two devices are
+refused in Python (:class:`~eventapi.EventStateError`). Two objects of one device (one from
+``eventapi.backend()``, one built directly) own their handles separately.
+
+Faults. The errors after which HIP fails every later call of the process (an illegal address,
+a failed launch, a device-side assert, an uncorrectable ECC error) lose the device: the first
+raises a :class:`~eventapi.DriverError` saying so, later calls raise it at once without
+calling the runtime, and handles left over are not destroyed one by one (logged once).
+
+Fork. The HIP runtime cannot be used in a child forked after the parent used it. In such a
+child this module refuses to build a backend object
+(:class:`~eventapi.BackendUnavailableError`), the parent's objects refuse every call, and
+nothing collected there calls the runtime.
+
 hip-python facts this module relies on, checked against the binding's source
 (``rocm/bindings/hip.pyx``, ``cyhip.pyx``):
 
@@ -28,6 +44,7 @@ hip-python facts this module relies on, checked against the binding's source
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
@@ -35,8 +52,11 @@ from hip import hip
 
 from eventapi import BackendUnavailableError, DriverError
 from eventapi.driverkit import (
+    CaptureCheckMixin,
     DriverBackend,
     DriverCalls,
+    EventQueryMixin,
+    HostFuncMixin,
     foreign_stream_handle,
     launch_host_func,
     ms_to_ns,
@@ -73,11 +93,31 @@ _call = DriverCalls(
     missing=_HipError.hipErrorSharedObjectSymbolNotFound,
     missing_hint="install ROCm's HIP runtime (libamdhip64.so) where the loader finds it "
     "(ROCM_PATH or LD_LIBRARY_PATH), or update it to the version hip-python was built for",
+    # HIP's counterparts of CUDA's sticky errors: the process must restart after one.
+    sticky=(
+        _HipError.hipErrorECCNotCorrectable,
+        _HipError.hipErrorIllegalAddress,
+        _HipError.hipErrorLaunchTimeOut,
+        _HipError.hipErrorAssert,
+        _HipError.hipErrorLaunchFailure,
+    ),
 )
+
+# Whether this process called the runtime; in a child forked after that, nothing may call it.
+_used = False
+_forked_after_use = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_after_use
+    _forked_after_use = _forked_after_use or _used
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @final
-class HipBackend(DriverBackend[Any, Any]):
+class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFuncMixin[Any, Any]):
     """The HIP runtime's events and streams on one device.
 
     Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache
@@ -90,8 +130,10 @@ class HipBackend(DriverBackend[Any, Any]):
     protocol with HIP handles; there is no HIP-named protocol). Such handles are trusted as
     given, since the runtime cannot validate them, and are never destroyed here.
 
-    Raises :class:`~eventapi.BackendUnavailableError` when the runtime library is missing or
-    there is no device ``device``.
+    Raises :class:`~eventapi.BackendUnavailableError` when the runtime library is missing,
+    there is no device ``device``, or the process was forked after its parent used HIP. See the
+    module docstring for what it does with another device's handles, with sticky errors and
+    after ``fork()``.
     """
 
     BACKEND = "hip"
@@ -102,8 +144,16 @@ class HipBackend(DriverBackend[Any, Any]):
         ordinal = operator.index(device)
         if ordinal < 0:
             raise ValueError(f"hip: device must be a device index >= 0, got {ordinal}")
+        global _used
+        if _forked_after_use:
+            raise BackendUnavailableError(
+                "hip: this process was forked after its parent used the HIP runtime, which "
+                "cannot be used in such a child; start worker processes with multiprocessing's "
+                "'spawn' or 'forkserver' method, or use HIP only after fork()"
+            )
         super().__init__()
         self._ordinal = ordinal
+        _used = True  # set before the call: a runtime that started initializing is in use
         try:
             count = _call(hip.hipGetDeviceCount)
         except DriverError as exc:
@@ -127,6 +177,12 @@ class HipBackend(DriverBackend[Any, Any]):
 
     def __repr__(self) -> str:
         return f"<HipBackend device={self._ordinal}>"
+
+    def _shares_handles_with(self, other: DriverBackend[Any, Any]) -> bool:
+        return type(other) is HipBackend and other._ordinal != self._ordinal
+
+    def _context_lost(self) -> DriverError | None:
+        return _call.lost
 
     # -- threads and devices ------------------------------------------------------------------
 
