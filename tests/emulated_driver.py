@@ -166,6 +166,8 @@ class EmulatedDriver:
         lib.emu_set_driver_version.argtypes = [ctypes.c_int]
         lib.emu_set_negative_elapsed.restype = None
         lib.emu_set_negative_elapsed.argtypes = [ctypes.c_int]
+        lib.emu_set_sticky_error.restype = None
+        lib.emu_set_sticky_error.argtypes = [ctypes.c_int]
         lib.emu_calls.restype = ctypes.c_long
         lib.emu_calls.argtypes = [ctypes.c_char_p]
         lib.emu_reset_counters.restype = None
@@ -237,6 +239,17 @@ class EmulatedDriver:
         lets a test prove a backend clamps it.
         """
         self._lib.emu_set_negative_elapsed(count)
+
+    def set_sticky_error(self, code: int) -> None:
+        """Fault the device for good: every later driver call returns ``code``.
+
+        A real device that hits an illegal address (700 on both drivers) poisons its context,
+        and every later call of the process, destroys included, returns the same error. The
+        calls that only describe the driver (error names, versions, symbol lookup) keep
+        working. Process-wide and permanent for the backends (they remember a lost context), so
+        use it in a subprocess; ``0`` ends it in the library.
+        """
+        self._lib.emu_set_sticky_error(code)
 
     def calls(self, call: str) -> int:
         """How many times driver function ``call`` was called since the last reset.

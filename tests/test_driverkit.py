@@ -8,8 +8,11 @@ another thread exactly inside a call, deterministically, on every hot path the b
 
 from __future__ import annotations
 
+import copy
 import gc
 import itertools
+import pickle
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, final
@@ -17,9 +20,18 @@ from typing import Any, final
 import pytest
 from threads import JOIN_S, Waiter, release_and_join
 
-from eventapi import EventStateError
+from eventapi import (
+    CaptureError,
+    DriverError,
+    EventApi,
+    EventStateError,
+    SupportsCaptureCheck,
+    SupportsEventQuery,
+    SupportsHostFunc,
+)
 from eventapi.driverkit import (
     CaptureCheckMixin,
+    DriverBackend,
     Event,
     EventQueryMixin,
     HostFuncMixin,
@@ -289,3 +301,217 @@ def test_dropped_handles_are_destroyed_by_the_collector(api: GatedBackend) -> No
     assert api.live_handles() == (0, 0)
     assert api.raw_calls("event_destroy") == [(raw_event,)]
     assert api.raw_calls("stream_destroy") == [(raw_stream,)]
+
+
+# -- capabilities: opt-in, one class each -------------------------------------------------------
+
+
+@final
+class RequiredOnly(DriverBackend[int, int]):
+    """The required raw calls and nothing else: a driver without query, capture or host funcs."""
+
+    BACKEND = "required-only"
+
+    def __init__(self, device: int | None = None) -> None:
+        super().__init__()
+        self.device = device
+        self._ids = itertools.count(1)
+        self._stamps: dict[int, int] = {}
+
+    def _shares_handles_with(self, other: DriverBackend[Any, Any]) -> bool:
+        # Devices of one "driver": sibling objects are those of another device index.
+        return type(other) is RequiredOnly and other.device != self.device
+
+    def _raw_event_create(self) -> int:
+        return next(self._ids)
+
+    def _raw_event_destroy(self, event: int) -> None:
+        self._stamps.pop(event, None)
+
+    def _raw_event_record(self, event: int, stream: int) -> None:
+        self._stamps[event] = next(self._ids)
+
+    def _raw_event_wait(self, event: int) -> None:
+        pass
+
+    def _raw_event_elapsed_ns(self, start: int, end: int) -> int:
+        return self._stamps[end] - self._stamps[start]
+
+    def _raw_stream_wait_event(self, stream: int, event: int) -> None:
+        pass
+
+    def _raw_stream_synchronize(self, stream: int) -> None:
+        pass
+
+    def _raw_stream_create_non_blocking(self) -> int:
+        return 1000 + next(self._ids)
+
+    def _raw_stream_destroy(self, stream: int) -> None:
+        pass
+
+
+def test_a_backend_has_exactly_the_capabilities_it_opts_into(api: GatedBackend) -> None:
+    bare = RequiredOnly()
+    _protocol: EventApi[Event[int], Stream[int]] = bare  # mypy proves the protocol
+    for capability in (SupportsEventQuery, SupportsCaptureCheck, SupportsHostFunc):
+        assert not isinstance(bare, capability), capability
+        assert isinstance(api, capability), capability
+    stream = bare.stream_create_non_blocking()
+    start, end = bare.event_create(), bare.event_create()
+    bare.event_record(start, stream)
+    bare.event_record(end, stream)
+    bare.event_wait(end)
+    assert bare.event_elapsed(start, end) == 1
+    for handle in (start, end):
+        bare.event_destroy(handle)
+    bare.stream_destroy(stream)
+    assert bare.live_handles() == (0, 0)
+
+
+def test_a_host_function_is_refused_on_a_capturing_stream_when_the_backend_can_tell() -> None:
+    @final
+    class Capturing(GatedBackend):  # type: ignore[misc]
+        def _raw_stream_is_capturing(self, stream: int) -> bool:
+            self._log("stream_is_capturing", stream)
+            return True
+
+    api = Capturing()
+    stream = api.stream_create_non_blocking()
+    with pytest.raises(CaptureError, match="capturing a graph"):
+        api.stream_launch_host_func(stream, lambda: None)
+    assert api.raw_calls("launch_host_func") == []
+    api.stream_destroy(stream)
+    assert api.live_handles() == (0, 0)
+
+
+# -- one owner per handle: no copies, no pickles ------------------------------------------------
+
+
+COPIES: dict[str, Callable[[object], object]] = {
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "pickle": pickle.dumps,
+}
+
+
+@pytest.mark.parametrize("how", sorted(COPIES))
+def test_a_handle_cannot_be_copied_into_a_second_owner(
+    api: GatedBackend, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    stream = api.stream_create_non_blocking()
+    event = recorded(api, stream)
+    for handle in (event, stream):
+        with pytest.raises(TypeError, match=r"cannot be (copied|pickled)"):
+            COPIES[how](handle)
+    gc.collect()
+    assert unraisable == []  # no half-built copy whose finalizer complained
+    assert api.live_handles() == (1, 1)
+    api.event_destroy(event)
+    api.stream_destroy(stream)
+    assert len(api.raw_calls("event_destroy")) == 1  # the one owner destroyed it, once
+    assert len(api.raw_calls("stream_destroy")) == 1
+
+
+# -- a destroy that fails ----------------------------------------------------------------------
+
+
+def test_a_failed_destroy_leaves_the_handle_closed_and_uncounted() -> None:
+    @final
+    class FailingDestroy(GatedBackend):  # type: ignore[misc]
+        def _raw_event_destroy(self, event: int) -> None:
+            super()._raw_event_destroy(event)
+            raise DriverError("gated", "event_destroy", 1, "FAILED", "refused")
+
+    api = FailingDestroy()
+    event = api.event_create()
+    with pytest.raises(DriverError):
+        api.event_destroy(event)
+    assert event.closed
+    assert api.live_handles() == (0, 0)
+    api.event_destroy(event)  # a second destroy is a no-op: the driver is not asked again
+    assert len(api.raw_calls("event_destroy")) == 1
+
+
+# -- Ctrl-C inside a create ---------------------------------------------------------------------
+
+
+def _interrupt_on_return_of(code: Any) -> Callable[..., Any]:
+    """A trace function raising KeyboardInterrupt as ``code`` returns: a signal landing there."""
+
+    def trace(frame: Any, event: str, arg: object) -> Any:
+        if frame.f_code is code:
+            return local
+        return None
+
+    def local(frame: Any, event: str, arg: object) -> Any:
+        if event == "return":
+            raise KeyboardInterrupt
+        return local
+
+    return trace
+
+
+@pytest.mark.parametrize("where", ["raw-create", "wrapper"])
+@pytest.mark.parametrize("kind", ["event", "stream"])
+def test_an_interrupt_inside_a_create_leaves_the_counts_exact(
+    api: GatedBackend, kind: str, where: str
+) -> None:
+    # An interrupt as the raw call returns (the handle itself is lost then, as docs/errors.md
+    # says), or as the wrapper is built around it: no count may be left behind either way.
+    create: Callable[[], object]
+    if kind == "event":
+        create = api.event_create
+        codes = GatedBackend._raw_event_create.__code__, Event.__init__.__code__
+    else:
+        create = api.stream_create_non_blocking
+        codes = GatedBackend._raw_stream_create_non_blocking.__code__, Stream.__init__.__code__
+    sys.settrace(_interrupt_on_return_of(codes[0] if where == "raw-create" else codes[1]))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            create()
+    finally:
+        sys.settrace(None)
+    gc.collect()
+    assert api.live_handles() == (0, 0)
+
+
+# -- sibling devices ------------------------------------------------------------------------------
+
+
+def test_a_sibling_devices_event_is_used_only_where_the_driver_allows() -> None:
+    zero, one, zero_again = RequiredOnly(0), RequiredOnly(1), RequiredOnly(0)
+    stream0, stream1 = zero.stream_create_non_blocking(), one.stream_create_non_blocking()
+    event1 = one.event_create()
+    one.event_record(event1, stream1)
+    event0 = zero.event_create()
+    zero.event_record(event0, stream0)
+
+    zero.stream_wait_event(stream0, event1)  # a stream waits on another device's event
+    zero.event_wait(event1)  # and a host thread waits on any device's event
+    refused: dict[str, Callable[[], object]] = {
+        "event_record": lambda: zero.event_record(event1, stream0),
+        "event_elapsed": lambda: zero.event_elapsed(event0, event1),
+        "event_destroy": lambda: zero.event_destroy(event1),
+        "stream_synchronize": lambda: zero.stream_synchronize(stream1),
+    }
+    for call, action in refused.items():
+        with pytest.raises(EventStateError, match="another device") as info:
+            action()
+        assert call in str(info.value)
+    # An object of the same device owns its handles: its sibling's are foreign.
+    with pytest.raises(EventStateError, match="not an event of this"):
+        zero_again.event_wait(event0)
+    own = zero_again.stream_create_non_blocking()
+    with pytest.raises(EventStateError, match="not an event of this"):
+        zero_again.stream_wait_event(own, event0)
+    zero_again.stream_destroy(own)
+
+    one.event_destroy(event1)
+    with pytest.raises(EventStateError, match="already destroyed"):
+        zero.event_wait(event1)
+    zero.event_destroy(event0)
+    zero.stream_destroy(stream0)
+    one.stream_destroy(stream1)
+    assert zero.live_handles() == one.live_handles() == (0, 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -288,22 +289,70 @@ def test_destroying_a_busy_stream_returns_at_once_and_the_queue_still_drains(
     host.event_destroy(event)
 
 
-def test_a_stream_whose_destroy_failed_still_stops_its_worker_when_dropped(
-    host: HostBackend,
-) -> None:
+def test_a_failed_stream_destroy_leaves_nothing_running(host: HostBackend) -> None:
+    # The destroy contract: a destroy that fails leaves the handle closed and uncounted, with
+    # nothing of it left running, while the caller still holds the handle.
     stream = host.stream_create_non_blocking()
     workers: list[threading.Thread] = []
     host.stream_launch_host_func(stream, lambda: workers.append(threading.current_thread()))
     host.stream_synchronize(stream)
     host.inject_fault("stream_destroy")
-    with pytest.raises(DriverError):
+    with pytest.raises(DriverError) as info:
         host.stream_destroy(stream)
-    assert host.live_handles() == (0, 0)  # counted gone: a failed destroy is not retried
-    assert workers[0].is_alive()
-    del stream
-    gc.collect()
+    assert info.value.name == "INJECTED_FAULT"
+    assert stream.closed
+    assert host.live_handles() == (0, 0)
     workers[0].join(HANG_S)
     assert not workers[0].is_alive()
+    host.stream_destroy(stream)  # a second destroy is a no-op, not a second failure
+
+
+def test_a_failed_event_destroy_leaves_the_event_closed_and_uncounted(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    event = host.event_create()
+    host.event_record(event, host_stream)
+    host.inject_fault("event_destroy")
+    with pytest.raises(DriverError):
+        host.event_destroy(event)
+    assert event.closed
+    assert host.live_handles() == (0, 1)
+    host.event_destroy(event)  # no-op
+    with pytest.raises(EventStateError, match="already destroyed"):
+        host.event_wait(event)
+
+
+def test_an_interrupt_as_a_stream_worker_starts_leaves_no_worker_running(
+    host: HostBackend,
+) -> None:
+    # Ctrl-C landing as the worker thread has just started, before the create returned: the
+    # raw stream is dropped with the interrupt, and its safety net must stop the thread.
+    before = set(threading.enumerate())
+
+    def trace(frame: Any, event: str, arg: object) -> Any:
+        return local if frame.f_code is threading.Thread.start.__code__ else None
+
+    def local(frame: Any, event: str, arg: object) -> Any:
+        if event == "return":
+            raise KeyboardInterrupt
+        return local
+
+    sys.settrace(trace)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            host.stream_create_non_blocking()
+    finally:
+        sys.settrace(None)
+    gc.collect()
+    assert host.live_handles() == (0, 0)
+    started = [t for t in threading.enumerate() if t not in before]
+    for thread in started:
+        thread.join(HANG_S)
+    assert not any(thread.is_alive() for thread in started), "a worker was left running"
+
+
+def test_the_host_backend_has_no_device(host: HostBackend) -> None:
+    assert host.device is None
 
 
 def test_host_functions_run_in_order_on_a_daemon_worker(

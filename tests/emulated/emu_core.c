@@ -360,6 +360,30 @@ static callrec *call_find(const char *name, int create) {
     return r;
 }
 
+/* -- sticky errors ---------------------------------------------------------------------
+ * A real device that faults (an illegal address in a kernel) poisons its context: every later
+ * call of the process, destroys included, returns the same error until the process exits.
+ * emu_set_sticky_error(code) models that process-wide; the calls that only describe the
+ * driver (error names, the version, symbol lookup) keep working, as they do on a real one.
+ * Guarded by g.mu. */
+
+static int g_sticky_error;
+
+static int sticky_error_for(const char *name) {
+    if (g_sticky_error == 0) return 0;
+    if (strstr(name, "GetError") != NULL || strstr(name, "GetProcAddress") != NULL ||
+        strstr(name, "GetVersion") != NULL) {
+        return 0;
+    }
+    return g_sticky_error;
+}
+
+void emu_set_sticky_error(int code) {
+    lock();
+    g_sticky_error = code;
+    unlock();
+}
+
 int emuc_enter(const char *name) {
     int code = 0;
     lock();
@@ -371,6 +395,7 @@ int emuc_enter(const char *name) {
             code = r->fault_code;
         }
     }
+    if (code == 0) code = sticky_error_for(name);
     unlock();
     return code;
 }

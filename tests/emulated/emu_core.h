@@ -137,6 +137,8 @@ EMU_EXPORT void emu_clear_faults(void);
 EMU_EXPORT int emu_set_device_count(int count);
 EMU_EXPORT void emu_set_driver_version(int version);
 EMU_EXPORT void emu_set_negative_elapsed(int count);
+/* Every later driver call (but error names, versions, symbol lookup) returns `code`; 0 ends it. */
+EMU_EXPORT void emu_set_sticky_error(int code);
 EMU_EXPORT long emu_calls(const char *call_name);
 EMU_EXPORT void emu_reset_counters(void);
 
