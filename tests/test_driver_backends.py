@@ -577,3 +577,60 @@ def test_a_capturing_stream_is_reported_and_gets_no_fence(
     finally:
         spelled.end_capture(stream)
     assert not api.stream_is_capturing(stream)
+
+
+def test_a_host_function_is_refused_on_a_capturing_stream_and_nothing_is_held(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    # Captured, it would run on the graph's first replay only (and, never launched, be held
+    # for good); refused, it reaches neither the driver nor the trampoline's table.
+    launches = emu.calls(spelled.name("LaunchHostFunc"))
+    spelled.begin_capture(stream)
+    try:
+        with pytest.raises(CaptureError, match="capturing a graph"):
+            api.stream_launch_host_func(stream, lambda: None)
+    finally:
+        spelled.end_capture(stream)
+    assert emu.calls(spelled.name("LaunchHostFunc")) == launches
+    assert pending_host_funcs() == 0
+
+
+# -- two devices ----------------------------------------------------------------------------------
+
+
+def test_another_devices_event_is_used_where_the_driver_allows_it(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    other = driver_backend(f"{spelled.kind}:1")
+    assert (api.device, other.device) == (0, 1)
+    other_stream = other.stream_create_non_blocking()
+    gate = _held(other, other_stream)
+    theirs, ours = other.event_create(), api.event_create()
+    try:
+        other.event_record(theirs, other_stream)
+        api.stream_wait_event(stream, theirs)  # device 0's stream waits on device 1's work
+        api.event_record(ours, stream)
+        assert not api.event_query(theirs)  # any device's event, queried through device 0
+        assert not api.event_query(ours)  # held behind device 1's work
+        before = emu.calls(spelled.name("EventRecord")), emu.calls(spelled.name("EventElapsedTime"))
+        with pytest.raises(EventStateError, match="another device"):
+            api.event_record(theirs, stream)
+        with pytest.raises(EventStateError, match="another device"):
+            api.event_elapsed(ours, theirs)
+        assert (
+            emu.calls(spelled.name("EventRecord")),
+            emu.calls(spelled.name("EventElapsedTime")),
+        ) == before
+        # An object built directly for device 0 owns its own handles, as the kit expects.
+        with pytest.raises(EventStateError, match="not an event of this"):
+            type(api)(0).event_wait(ours)
+        gate.set()
+        api.event_wait(theirs)
+        api.event_wait(ours)
+        assert api.event_query(theirs)
+    finally:
+        gate.set()
+        api.event_destroy(ours)
+        other.event_destroy(theirs)
+        other.stream_destroy(other_stream)
+    assert other.live_handles() == (0, 0)

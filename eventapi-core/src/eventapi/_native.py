@@ -140,17 +140,15 @@ class DriverCalls:
         code = int(status)
         name, text = self._names.get(code) or self._lookup(code, status)
         if code in self._sticky:
-            lost = DriverError(
-                self._backend,
-                call,
-                code,
-                name,
+            message = (
                 f"{text}; the device context is lost (a sticky error: every later call fails "
-                "with it), so restart the process to use the device again",
+                "with it), so restart the process to use the device again"
             )
             if self.lost is None:
-                self.lost = lost
-            return lost
+                # Its own object, never raised: a raised one's traceback would keep the
+                # frames of that call, and the handles in them, alive for the process.
+                self.lost = DriverError(self._backend, call, code, name, message)
+            return DriverError(self._backend, call, code, name, message)
         return DriverError(self._backend, call, code, name, text, not_ready=code == self._not_ready)
 
     def _lost_again(self, lost: DriverError, fn: Callable[..., Any]) -> DriverError:

@@ -1,0 +1,242 @@
+"""What happens to backends and handles over a process's life: exit, fork, and a lost device.
+
+Each test runs a real Python subprocess, on ``host`` or on an emulated driver (preloaded), since
+what it checks only exists across a process boundary (a fork, an interpreter shutdown) or
+poisons the driver for the rest of the process (a sticky device fault). A subprocess that
+hangs fails the test through its timeout; a forked child arms an alarm so that it cannot
+outlive the test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from emulated_driver import REPO_ROOT, DriverName, build, preload_env
+
+KINDS: tuple[DriverName, ...] = ("cuda", "hip")
+TIMEOUT_S = 60  # an interpreter start and a few driver calls; generous for a loaded 2-core box
+
+
+def run(script: str, kind: DriverName | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter (on the emulated driver ``kind``, if given)."""
+    if kind is not None:
+        build()
+    env = preload_env(kind) if kind is not None else None
+    if env is not None:
+        env["PYTHONPATH"] = str(REPO_ROOT / "tests")
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+# -- exit ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["host", *KINDS])
+def test_a_process_exiting_with_live_handles_prints_nothing(kind: str) -> None:
+    done = run(
+        f"""
+        import eventapi
+
+        api = eventapi.backend({kind!r})
+        stream = api.stream_create_non_blocking()
+        events = [api.event_create() for _ in range(3)]
+        for event in events:
+            api.event_record(event, stream)
+        fence = eventapi.EventFence.record(api, stream)
+        fence.wait()
+        profiler = eventapi.EventProfiler(api)
+        with profiler.window("left open at exit"):
+            pass
+        print("exiting")
+        """,
+        None if kind == "host" else kind,  # type: ignore[arg-type]
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "exiting\n", "")
+
+
+# -- fork ----------------------------------------------------------------------------------------
+
+# The child's verdict is its exit status; what went wrong is printed on its stderr.
+_FORK_HARNESS = """
+import gc, os, signal, sys, traceback
+import eventapi
+from eventapi import EventFence, EventStateError
+
+
+def in_child(body):
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)  # a hang in the child must not outlive the test
+        status = 0
+        try:
+            body()
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        sys.stderr.flush()
+        os._exit(status)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def refused(action, what):
+    try:
+        action()
+    except EventStateError as exc:
+        assert "fork()" in str(exc), exc
+    else:
+        raise AssertionError(f"{what} was not refused in the child")
+"""
+
+
+def test_a_host_backend_from_before_fork_is_refused_in_the_child_and_a_new_one_works() -> None:
+    done = run(
+        _FORK_HARNESS
+        + """
+from eventapi.host import HostBackend
+
+api = HostBackend()
+stream = api.stream_create_non_blocking()
+event = api.event_create()
+api.event_record(event, stream)
+api.event_wait(event)
+
+
+def child():
+    global stream, event
+    # The parent's worker thread does not exist here: a record then a wait would hang.
+    refused(lambda: api.event_record(event, stream), "a record into the parent's stream")
+    refused(lambda: api.event_wait(event), "a wait on the parent's event")
+    refused(api.stream_create_non_blocking, "a create through the parent's object")
+    api.event_destroy(event)  # releasing is a no-op: the parent owns the real handles
+    del stream, event
+    gc.collect()
+    fresh = HostBackend()
+    own = fresh.stream_create_non_blocking()
+    fence = EventFence.record(fresh, own)
+    fence.wait(timeout=10)
+    fence.close()
+    fresh.stream_destroy(own)
+    assert fresh.live_handles() == (0, 0), fresh.live_handles()
+
+
+print("child", in_child(child))
+api.event_record(event, stream)  # the parent is untouched
+api.event_wait(event)
+api.event_destroy(event)
+api.stream_destroy(stream)
+print("parent", tuple(api.live_handles()))
+"""
+    )
+    assert done.stderr == ""
+    assert done.stdout.split("\n") == ["child 0", "parent (0, 0)", ""]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_driver_initialized_before_fork_is_refused_in_the_child(kind: DriverName) -> None:
+    destroy = "cuEventDestroy" if kind == "cuda" else "hipEventDestroy"
+    done = run(
+        _FORK_HARNESS
+        + f"""
+from emulated_driver import load
+
+emu = load({kind!r})
+api = eventapi.backend({kind!r})
+stream = api.stream_create_non_blocking()
+event = api.event_create()
+api.event_record(event, stream)
+api.event_wait(event)
+api.stream_synchronize(stream)  # the emulator's workers idle: none holds its lock at the fork
+
+
+def child():
+    global event, stream
+    refused(lambda: api.event_wait(event), "a wait on the parent's event")
+    refused(api.event_create, "a create through the parent's object")
+    try:
+        type(api)(0)
+    except eventapi.BackendUnavailableError as exc:
+        assert "forked" in str(exc), exc
+    else:
+        raise AssertionError("a new backend object was built in the child")
+    destroys = emu.calls({destroy!r})
+    del event, stream
+    gc.collect()
+    assert emu.calls({destroy!r}) == destroys, "a parent's handle reached the driver"
+
+
+print("child", in_child(child))
+api.event_destroy(event)
+api.stream_destroy(stream)
+print("parent", tuple(api.live_handles()))
+""",
+        kind,
+    )
+    assert done.stderr == ""
+    assert done.stdout.split("\n") == ["child 0", "parent (0, 0)", ""]
+
+
+# -- a device that faults stays faulted --------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_sticky_device_fault_is_reported_once_and_then_fails_fast(kind: DriverName) -> None:
+    record = "cuEventRecord" if kind == "cuda" else "hipEventRecord"
+    destroy = "cuEventDestroy" if kind == "cuda" else "hipEventDestroy"
+    done = run(
+        f"""
+        import gc, logging, sys
+        import eventapi
+        from emulated_driver import load
+
+        logging.basicConfig(stream=sys.stdout, format="LOG %(message)s")
+        emu = load({kind!r})
+        api = eventapi.backend({kind!r})
+        stream = api.stream_create_non_blocking()
+        events = [api.event_create() for _ in range(4)]
+        fence = eventapi.EventFence.record(api, stream)
+        fence.wait()
+
+        emu.set_sticky_error(700)  # an illegal address in a kernel: the context is poisoned
+        try:
+            api.event_record(events[0], stream)
+        except eventapi.DriverError as exc:
+            print("first", exc.code, "context is lost" in exc.message, "restart" in exc.message)
+        records = emu.calls({record!r})
+        try:
+            api.event_record(events[1], stream)
+        except eventapi.DriverError as exc:
+            print("later", exc.code, exc.call, "lost earlier" in exc.message)
+        print("driver calls after the first", emu.calls({record!r}) - records)
+
+        destroys = emu.calls({destroy!r})
+        fence.close()
+        del events
+        gc.collect()
+        api.stream_destroy(stream)
+        print("destroys reaching the driver", emu.calls({destroy!r}) - destroys)
+        print("live", tuple(api.live_handles()))
+        """,
+        kind,
+    )
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    logged = [line for line in lines if line.startswith("LOG ")]
+    assert len(logged) == 1, logged  # once, not once per handle
+    assert "device context is lost" in logged[0]
+    assert [line for line in lines if not line.startswith("LOG ")] == [
+        "first 700 True True",
+        f"later 700 {record} True",
+        "driver calls after the first 0",
+        "destroys reaching the driver 0",
+        "live (0, 0)",
+    ]
