@@ -64,6 +64,25 @@ def test_a_process_exiting_with_live_handles_prints_nothing(kind: str) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "exiting\n", "")
 
 
+def test_a_handle_dropped_after_its_modules_globals_were_cleared_is_silent() -> None:
+    # At shutdown the interpreter sets module globals to None, and a handle can outlive them
+    # (one in a reference cycle is collected after). This reproduces that order directly: an
+    # exit handler clears the handle module's `sys`, and a later one drops the last handles.
+    done = run(
+        """
+        import atexit
+        import eventapi.driverkit
+        from eventapi.host import HostBackend
+
+        api = HostBackend()
+        kept = [api.stream_create_non_blocking(), api.event_create()]
+        atexit.register(kept.clear)  # runs last (exit handlers run in reverse order)
+        atexit.register(setattr, eventapi.driverkit, "sys", None)
+        """
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 # -- fork ----------------------------------------------------------------------------------------
 
 # The child's verdict is its exit status; what went wrong is printed on its stderr.
