@@ -515,3 +515,25 @@ def test_a_sibling_devices_event_is_used_only_where_the_driver_allows() -> None:
     zero.stream_destroy(stream0)
     one.stream_destroy(stream1)
     assert zero.live_handles() == one.live_handles() == (0, 0)
+
+
+# -- what the compatibility policy keeps working for a while --------------------------------------
+
+
+def test_a_subclass_written_for_the_old_base_is_warned_that_it_lost_a_capability() -> None:
+    with pytest.warns(DeprecationWarning, match="add eventapi.driverkit.HostFuncMixin"):
+
+        class Old(RequiredOnly):  # type: ignore[misc]
+            def _raw_launch_host_func(self, stream: int, fn: Callable[[], object]) -> None:
+                fn()
+
+    assert not isinstance(Old(), SupportsHostFunc)
+
+
+def test_a_name_moved_out_of_driverkit_still_works_with_a_deprecation_warning() -> None:
+    import eventapi.driverkit
+
+    with pytest.warns(DeprecationWarning, match="pending_host_funcs is deprecated"):
+        count = eventapi.driverkit.pending_host_funcs
+    assert count() == 0
+    assert "pending_host_funcs" not in eventapi.driverkit.__all__

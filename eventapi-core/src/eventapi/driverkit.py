@@ -59,6 +59,15 @@ driver's own names, sticky errors included), :func:`launch_host_func` (the host-
 trampoline), :func:`foreign_stream_handle` (framework streams and raw handles),
 :func:`ms_to_ns`, and the probe helpers :func:`open_driver_library` and :func:`c_int_out`.
 
+A probe (the ``BackendSpec.probe`` a plugin gives discovery) runs in every process that lists
+backends, in that process, so it may not do what could cost or crash it for everyone: it does
+not import the binding (that is ``load``'s job, and an import can take seconds and load native
+code); it calls no native code that can crash (a segfault cannot be caught, and would end a
+process that was only listing backends), so at most the driver's stable query entry points
+through :mod:`ctypes` with declared types, in the driver's documented order; and it finishes
+in bounded time (no waits, no network, no subprocess), since a probe stuck in native code holds
+its thread until the process exits.
+
 The ``host`` backend, ``cuda`` and ``hip`` are all built on it. A third-party backend may use it
 or satisfy the protocol directly; the conformance kit checks the behaviour, not the base class.
 What may change in this module, and how a change is announced, is written in the project's
@@ -71,6 +80,7 @@ import logging
 import os
 import sys
 import threading
+import warnings
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -107,6 +117,33 @@ __all__ = [
 ]
 
 _log = logging.getLogger("eventapi")
+
+# Names removed from __all__, still reachable for the deprecation period the compatibility
+# policy promises (docs/compatibility.md): name -> (module holding it, what to do instead).
+_DEPRECATED: Final = {
+    "pending_host_funcs": (
+        "eventapi._native",
+        "it is test support for this project's own backends; count what your tests launch yourself",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    moved = _DEPRECATED.get(name)
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    module, instead = moved
+    warnings.warn(
+        f"eventapi.driverkit.{name} is deprecated and will be removed in eventapi-core 0.4: "
+        f"{instead}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(module), name)
+
 
 RE = TypeVar("RE")
 RS = TypeVar("RS")
@@ -256,6 +293,13 @@ class Stream(_Handle, Generic[RS]):
             owner._collect(self)
 
 
+# Each capability's raw call -> the public method it backs and the class that adds both.
+_CAPABILITY_RAW_CALLS: Final = {
+    "_raw_event_query": ("event_query", "EventQueryMixin"),
+    "_raw_stream_is_capturing": ("stream_is_capturing", "CaptureCheckMixin"),
+    "_raw_launch_host_func": ("stream_launch_host_func", "HostFuncMixin"),
+}
+
 # Every DriverBackend object alive, so that a forked child can mark the parent's unusable.
 _backends: weakref.WeakSet[DriverBackend[Any, Any]] = weakref.WeakSet()
 
@@ -289,6 +333,21 @@ class DriverBackend(ABC, Generic[RE, RS]):
     """
 
     BACKEND: str
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Before 0.2, DriverBackend gave every subclass all three capabilities. A subclass
+        # written then spells their raw calls but lacks the class that now adds each one, and
+        # would silently lose the capability: say so once, when the class is defined.
+        for raw, (method, mixin) in _CAPABILITY_RAW_CALLS.items():
+            if raw in vars(cls) and not hasattr(cls, method):
+                warnings.warn(
+                    f"{cls.__qualname__} spells {raw} but has no {method}: DriverBackend no "
+                    f"longer provides the optional capabilities; add "
+                    f"eventapi.driverkit.{mixin} to the class's bases",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
 
     def __init__(self) -> None:
         # Re-entrant: a garbage collection can start on any allocation, including one made
