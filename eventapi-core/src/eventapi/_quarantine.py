@@ -1,0 +1,158 @@
+"""Quarantine of plugins that crashed the process while discovery ran their code.
+
+A crash in native code (a probe that loads a C library the wrong way and segfaults) cannot be
+caught in the process it happens in; running every probe in a child process would contain it
+but costs an interpreter start per plugin, several times what discovery itself costs (the
+numbers are in ``docs/selecting-backends.md``). Instead, discovery leaves a *marker* file
+behind while a plugin's import, hook and probe run, and removes it when they return, whatever
+they return or raise. A crash is the one way to leave it behind, so the next process that finds
+a marker whose process is gone lists that plugin as broken without running it again, with the
+path to delete to try it again. The crash happens once per plugin version, not on every run.
+
+Markers live in ``$XDG_CACHE_HOME/eventapi/probing`` (``~/.cache/eventapi/probing`` by
+default), one file per (backend name, process) named ``<name>.<pid>``, holding the plugin's
+distribution and version: a marker of another version does not quarantine (an upgrade may
+have fixed the crash) and is removed. A process that ends normally while a plugin it timed out
+on is still running removes that plugin's marker at exit: a hang is reported as a timeout, not
+as a crash. A process killed (``SIGKILL``) while probing leaves its markers too; the row then
+says the process *ended* while probing, and deleting the file retries.
+
+Where the directory cannot be written (a read-only home), plugins run unguarded: quarantine is
+a convenience for the next run, never a reason for discovery to fail.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Final, final
+
+__all__ = ["Guard", "crashed_before"]
+
+_log = logging.getLogger("eventapi")
+
+_SUBDIR: Final = ("eventapi", "probing")
+
+
+def _directory() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root.joinpath(*_SUBDIR)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def crashed_before(name: str, distribution: str, version: str) -> str | None:
+    """The reason to quarantine ``name``'s plugin, or None when it may run.
+
+    Reads the markers of ``name``: one left by a process that is gone, for this distribution
+    and version, quarantines; a marker of another version is removed. Never raises.
+    """
+    try:
+        directory = _directory()
+        paths = list(directory.glob(f"{name}.*"))
+    except OSError:
+        return None
+    for path in paths:
+        pid_text = path.name[len(name) + 1 :]
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        if pid == os.getpid() or _alive(pid):
+            continue  # being probed right now, by another process (or pid reuse: run it)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            same = (record["distribution"], record["version"]) == (distribution, version)
+            when = str(record["started"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not same:
+            _discard(path)
+            continue
+        return (
+            f"the process running its import, hook or probe ended there (pid {pid}, {when}): "
+            "a crash in native code is the usual cause, so it is not run again; "
+            f"delete {path} to try it again"
+        )
+    return None
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        _log.debug("cannot remove %s", path, exc_info=True)
+
+
+# Markers this process wrote and has not removed: a plugin still running (timed out) when the
+# process exits normally did not crash it, so they are removed at exit.
+_open_lock: Final = threading.Lock()
+_open: Final[set[tuple[int, Path]]] = set()
+_registered = False
+
+
+def _remove_open_at_exit() -> None:
+    with _open_lock:
+        mine = [path for pid, path in _open if pid == os.getpid()]  # a forked child's are not
+        _open.clear()
+    for path in mine:
+        _discard(path)
+
+
+@final
+class Guard:
+    """A marker around one plugin's import, hook and probe: ``with Guard(...):``.
+
+    Written on entry and removed on exit, whatever the body raises. Not reentrant; one per
+    plugin run.
+    """
+
+    __slots__ = ("_path", "_record")
+
+    def __init__(self, name: str, distribution: str, version: str) -> None:
+        self._path: Path | None = None
+        self._record = {
+            "name": name,
+            "distribution": distribution,
+            "version": version,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        }
+
+    def __enter__(self) -> Guard:
+        global _registered
+        name = self._record["name"]
+        path = _directory() / f"{name}.{os.getpid()}"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self._record), encoding="utf-8")
+        except OSError:
+            _log.debug("cannot write the probe marker %s; running unguarded", path, exc_info=True)
+            return self
+        self._path = path
+        with _open_lock:
+            _open.add((os.getpid(), path))
+            if not _registered:
+                atexit.register(_remove_open_at_exit)
+                _registered = True
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        path = self._path
+        if path is None:
+            return
+        with _open_lock:
+            _open.discard((os.getpid(), path))
+        _discard(path)
