@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING, Final, final
 
 import pluggy
 
-from . import _quarantine
 from ._plugin import (
     ENTRY_POINT_GROUP,
     NAME_PATTERN,
@@ -210,6 +209,9 @@ class _Run:
         threading.Thread(target=self._work, name=name, daemon=True).start()
 
     def _work(self) -> None:
+        # Imported here, as importlib.metadata is: `import eventapi` pays for neither.
+        from . import _quarantine
+
         candidate = self._candidate
         try:
             with _quarantine.Guard(candidate.name, candidate.distribution, candidate.version):
@@ -330,6 +332,8 @@ def _decide(name: str, candidates: list[_Candidate], blocked: frozenset[str]) ->
     candidate = candidates[0]
     if candidate.embedded:
         return None
+    from . import _quarantine
+
     crashed = _quarantine.crashed_before(name, candidate.distribution, candidate.version)
     if crashed is not None:
         return _Entry((_broken(candidate, crashed),), None)

@@ -11,11 +11,11 @@ path to delete to try it again. The crash happens once per plugin version, not o
 
 Markers live in ``$XDG_CACHE_HOME/eventapi/probing`` (``~/.cache/eventapi/probing`` by
 default), one file per (backend name, process) named ``<name>.<pid>``, holding the plugin's
-distribution and version: a marker of another version does not quarantine (an upgrade may
-have fixed the crash) and is removed. A process that ends normally while a plugin it timed out
-on is still running removes that plugin's marker at exit: a hang is reported as a timeout, not
-as a crash. A process killed (``SIGKILL``) while probing leaves its markers too; the row then
-says the process *ended* while probing, and deleting the file retries.
+distribution, version and start time, one per line: a marker of another version does not
+quarantine (an upgrade may have fixed the crash) and is removed. A process that ends normally
+while a plugin it timed out on is still running removes that plugin's marker at exit: a hang is
+reported as a timeout, not as a crash. A process killed (``SIGKILL``) while probing leaves its
+markers too; the row then says the process *ended* while probing, and deleting the file retries.
 
 Where the directory cannot be written (a read-only home), plugins run unguarded: quarantine is
 a convenience for the next run, never a reason for discovery to fail.
@@ -24,7 +24,6 @@ a convenience for the next run, never a reason for discovery to fail.
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import threading
@@ -74,11 +73,11 @@ def crashed_before(name: str, distribution: str, version: str) -> str | None:
         if pid == os.getpid() or _alive(pid):
             continue  # being probed right now, by another process (or pid reuse: run it)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            same = (record["distribution"], record["version"]) == (distribution, version)
-            when = str(record["started"])
-        except (OSError, ValueError, KeyError, TypeError):
+            # Three lines: distribution, version, when it started.
+            marked, marked_version, when = path.read_text(encoding="utf-8").split("\n")[:3]
+        except (OSError, ValueError):
             continue
+        same = (marked, marked_version) == (distribution, version)
         if not same:
             _discard(path)
             continue
@@ -120,24 +119,20 @@ class Guard:
     plugin run.
     """
 
-    __slots__ = ("_path", "_record")
+    __slots__ = ("_name", "_path", "_record")
 
     def __init__(self, name: str, distribution: str, version: str) -> None:
+        self._name = name
         self._path: Path | None = None
-        self._record = {
-            "name": name,
-            "distribution": distribution,
-            "version": version,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        }
+        started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        self._record = f"{distribution}\n{version}\n{started}\n"
 
     def __enter__(self) -> Guard:
         global _registered
-        name = self._record["name"]
-        path = _directory() / f"{name}.{os.getpid()}"
+        path = _directory() / f"{self._name}.{os.getpid()}"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(self._record), encoding="utf-8")
+            path.write_text(self._record, encoding="utf-8")
         except OSError:
             _log.debug("cannot write the probe marker %s; running unguarded", path, exc_info=True)
             return self
