@@ -98,9 +98,17 @@ def _discard(path: Path) -> None:
 
 # Markers this process wrote and has not removed: a plugin still running (timed out) when the
 # process exits normally did not crash it, so they are removed at exit.
-_open_lock: Final = threading.Lock()
+_open_lock = threading.Lock()
 _open: Final[set[tuple[int, Path]]] = set()
 _registered = False
+
+
+def _after_fork_in_child() -> None:
+    global _open_lock
+    _open_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _remove_open_at_exit() -> None:
