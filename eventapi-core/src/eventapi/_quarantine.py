@@ -39,9 +39,15 @@ _SUBDIR: Final = ("eventapi", "probing")
 
 
 def _directory() -> Path:
+    """The markers' directory. Raises OSError when there is no home to put it in."""
     base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    return root.joinpath(*_SUBDIR)
+    if base and os.path.isabs(base):
+        return Path(base).joinpath(*_SUBDIR)
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError) as exc:  # no HOME and no password entry
+        raise OSError(f"no home directory: {exc}") from exc
+    return home.joinpath(".cache", *_SUBDIR)
 
 
 def _alive(pid: int) -> bool:
@@ -137,12 +143,12 @@ class Guard:
 
     def __enter__(self) -> Guard:
         global _registered
-        path = _directory() / f"{self._name}.{os.getpid()}"
         try:
+            path = _directory() / f"{self._name}.{os.getpid()}"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(self._record, encoding="utf-8")
         except OSError:
-            _log.debug("cannot write the probe marker %s; running unguarded", path, exc_info=True)
+            _log.debug("cannot write a probe marker; running unguarded", exc_info=True)
             return self
         self._path = path
         with _open_lock:
