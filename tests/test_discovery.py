@@ -781,6 +781,24 @@ def test_a_plugin_that_hangs_times_out(
     assert eventapi.backend() is eventapi.backend("alpha")
 
 
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
+def test_a_budget_that_is_not_a_positive_number_is_refused_with_a_warning(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    monkeypatch.setenv("EVENTAPI_PLUGIN_TIMEOUT", value)
+    monkeypatch.setenv("EVENTAPI_FAKE_HOSTILE", "probe:hang")
+    sites("hostile")
+    with caplog.at_level("WARNING", logger="eventapi"):
+        listing = Waiter(eventapi.backends)
+        assert hostile_gate().ENTERED.wait(timeout=JOIN_S)
+    assert f"EVENTAPI_PLUGIN_TIMEOUT={value!r} is not a positive number of seconds; using 30" in (
+        caplog.text
+    )
+    hostile_gate().RELEASE.set()  # the default budget, 30 s, has not run out
+    listing.result()
+    assert row("hostile").status == "ok"
+
+
 # -- names ------------------------------------------------------------------------------------
 
 
