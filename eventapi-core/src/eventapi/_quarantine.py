@@ -28,26 +28,25 @@ import logging
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Final, final
 
 __all__ = ["Guard", "crashed_before"]
 
 _log = logging.getLogger("eventapi")
 
-_SUBDIR: Final = ("eventapi", "probing")
+# Plain os calls, not pathlib: its glob and first uses cost milliseconds in a fresh process, as
+# much as the plugins' own imports (measured), and this runs in every first listing.
 
 
-def _directory() -> Path:
+def _directory() -> str:
     """The markers' directory. Raises OSError when there is no home to put it in."""
     base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if base and os.path.isabs(base):
-        return Path(base).joinpath(*_SUBDIR)
-    try:
-        home = Path.home()
-    except (RuntimeError, KeyError) as exc:  # no HOME and no password entry
-        raise OSError(f"no home directory: {exc}") from exc
-    return home.joinpath(".cache", *_SUBDIR)
+    if not (base and os.path.isabs(base)):
+        home = os.path.expanduser("~")
+        if home == "~":  # no HOME and no password entry
+            raise OSError("no home directory for the probe markers")
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "eventapi", "probing")
 
 
 def _alive(pid: int) -> bool:
@@ -68,23 +67,26 @@ def crashed_before(name: str, distribution: str, version: str) -> str | None:
     """
     try:
         directory = _directory()
-        paths = list(directory.glob(f"{name}.*"))
+        names = os.listdir(directory)
     except OSError:
-        return None
-    for path in paths:
-        pid_text = path.name[len(name) + 1 :]
-        if not pid_text.isdigit():
+        return None  # no directory: nothing ever crashed here
+    prefix = f"{name}."
+    for file in names:
+        pid_text = file[len(prefix) :]
+        if not file.startswith(prefix) or not pid_text.isdigit():
             continue
         pid = int(pid_text)
         if pid == os.getpid() or _alive(pid):
             continue  # being probed right now, by another process (or pid reuse: run it)
+        path = os.path.join(directory, file)
         try:
-            # Three lines: distribution, version, when it started.
-            marked, marked_version, when = path.read_text(encoding="utf-8").split("\n")[:3]
+            with open(path, encoding="utf-8") as marker:
+                # Three lines: distribution, version, when it started (seconds since the epoch).
+                marked, marked_version, started = marker.read().split("\n")[:3]
+            when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(float(started)))
         except (OSError, ValueError):
             continue
-        same = (marked, marked_version) == (distribution, version)
-        if not same:
+        if (marked, marked_version) != (distribution, version):
             _discard(path)
             continue
         return (
@@ -95,9 +97,11 @@ def crashed_before(name: str, distribution: str, version: str) -> str | None:
     return None
 
 
-def _discard(path: Path) -> None:
+def _discard(path: str) -> None:
     try:
-        path.unlink(missing_ok=True)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
     except OSError:
         _log.debug("cannot remove %s", path, exc_info=True)
 
@@ -105,7 +109,7 @@ def _discard(path: Path) -> None:
 # Markers this process wrote and has not removed: a plugin still running (timed out) when the
 # process exits normally did not crash it, so they are removed at exit.
 _open_lock = threading.Lock()
-_open: Final[set[tuple[int, Path]]] = set()
+_open: Final[set[tuple[int, str]]] = set()
 _registered = False
 
 
@@ -137,16 +141,17 @@ class Guard:
 
     def __init__(self, name: str, distribution: str, version: str) -> None:
         self._name = name
-        self._path: Path | None = None
-        started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-        self._record = f"{distribution}\n{version}\n{started}\n"
+        self._path: str | None = None
+        self._record = f"{distribution}\n{version}\n{time.time():.0f}\n"
 
     def __enter__(self) -> Guard:
         global _registered
         try:
-            path = _directory() / f"{self._name}.{os.getpid()}"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(self._record, encoding="utf-8")
+            directory = _directory()
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, f"{self._name}.{os.getpid()}")
+            with open(path, "w", encoding="utf-8") as marker:
+                marker.write(self._record)
         except OSError:
             _log.debug("cannot write a probe marker; running unguarded", exc_info=True)
             return self
