@@ -86,6 +86,14 @@ def test_the_error_tree(error: type[Exception], bases: tuple[type[Exception], ..
         assert issubclass(error, base)
 
 
+@pytest.mark.parametrize("name", sorted(n for n in PUBLIC if n.endswith("Error")))
+def test_errors_print_under_their_public_name(name: str) -> None:
+    error = getattr(eventapi, name)
+    # What a traceback prints, and where pickle finds the class: never a private module.
+    assert f"{error.__module__}.{error.__qualname__}" == f"eventapi.{name}"
+    assert pickle.loads(pickle.dumps(error)) is error
+
+
 def test_a_driver_error_reads_like_the_driver_and_survives_pickling() -> None:
     err = DriverError(
         "cuda", "cuEventRecord", 400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"

@@ -55,3 +55,19 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# Users meet the errors as eventapi.X, in tracebacks and in `eventapi backends`, never under the
+# private module that defines them. (Errors only: other classes keep their module, which
+# typing.get_type_hints needs to resolve their annotations.)
+for _error in (
+    BackendError,
+    BackendNotFoundError,
+    BackendUnavailableError,
+    CaptureError,
+    DriverError,
+    EventApiError,
+    EventStateError,
+    UnsupportedError,
+):
+    _error.__module__ = __name__
+del _error

@@ -1,23 +1,32 @@
 """The ``eventapi`` command (also ``python -m eventapi``).
 
-``eventapi backends [--json]`` prints the discovery table (with the install hint of each backend
-not usable here, and the default selection); ``eventapi check [NAME ...] [--json]
-[--trace FILE]`` exercises backends on this machine. Exit status: 0 on success, 1 when a check
-fails or a backend cannot be selected, 2 for a usage error.
+``eventapi backends [--json]`` prints the discovery table (with the install hints where
+installing is the fix, and what ``eventapi.backend()`` would select, or the error it would
+raise); ``eventapi check [NAME ...] [--json] [--trace FILE]`` exercises backends on this
+machine. Exit status: 0 on success, 1 when a check fails or the default selection would fail,
+2 for a usage error.
+
+While ``eventapi backends`` runs plugin code (imports, hooks, probes), what that code prints,
+through ``sys.stdout`` or straight to file descriptor 1, goes to stderr: stdout carries the
+table or the JSON and nothing else.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TextIO
 
 from . import __version__
 from ._discovery import KNOWN_HINTS, backends
 from ._errors import EventApiError
 from ._plugin import BackendInfo
-from ._selection import ENV_BACKEND, choose
+from ._selection import ENV_BACKEND, preview
 
 __all__ = ["main"]
 
@@ -90,15 +99,18 @@ def _table(rows: Sequence[BackendInfo]) -> str:
 
 
 def _install_hints(rows: Sequence[BackendInfo]) -> list[str]:
-    """The install hint of each backend not usable here, and of this project's not found.
+    """Install hints where installing is the fix.
 
-    A blocked backend is left out: the variable that blocks it, not an install, is the fix.
+    That is this project's backends that were not found, and plugins that could not be
+    imported (a dependency is missing). Not an unavailable backend: it is installed, and what
+    it lacks (a driver, a device, a newer driver) is in its status. Not a blocked one: the
+    variable is the fix.
     """
     found = {row.name for row in rows}
     hints = [
         (row.name, row.install_hint)
         for row in rows
-        if row.install_hint and not row.usable and row.status != "blocked"
+        if row.install_hint and row.reason.startswith("cannot import ")
     ]
     hints += [
         (name, f"{hint}  (not found)") for name, hint in KNOWN_HINTS.items() if name not in found
@@ -109,29 +121,73 @@ def _install_hints(rows: Sequence[BackendInfo]) -> list[str]:
     return ["install hints:"] + [f"  {name.ljust(width)}  {hint}" for name, hint in hints]
 
 
-def _default_line() -> str:
+def _public_name(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def _default_line() -> tuple[str, bool]:
+    """The line saying what ``eventapi.backend()`` would do, and whether it would succeed."""
     try:
-        name, device, source = choose()
+        name, device, source = preview()
     except (EventApiError, ValueError) as exc:
-        return f"default: none ({exc})"
+        return f"default: none; eventapi.backend() would raise {_public_name(exc)}: {exc}", False
     selected = name if device is None else f"{name}:{device}"
     why = f"from {ENV_BACKEND}" if source == ENV_BACKEND else "the usable backend of top priority"
-    return f"default: {selected} ({why})"
+    return f"default: {selected} ({why})", True
+
+
+@contextlib.contextmanager
+def _stdout_kept_for_us() -> Iterator[TextIO]:
+    """Yield a stream on the real stdout; meanwhile ``sys.stdout`` and fd 1 go to stderr.
+
+    Plugin code runs while the block does: whatever it prints, from Python or from C, lands on
+    stderr, and only what is written to the yielded stream reaches stdout.
+    """
+    real = sys.stdout
+    try:
+        fd = real.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        fd = -1  # not a file (a test's capture): redirect what Python writes, nothing else
+    if fd < 0:
+        sys.stdout = sys.stderr
+        try:
+            yield real
+        finally:
+            sys.stdout = real
+        return
+    real.flush()
+    saved = os.dup(fd)
+    os.dup2(sys.stderr.fileno(), fd)
+    sys.stdout = sys.stderr
+    out = open(saved, "w", encoding=real.encoding, errors=real.errors, closefd=False)  # noqa: SIM115
+    try:
+        yield out
+    finally:
+        try:
+            out.flush()
+        finally:
+            sys.stdout = real
+            os.dup2(saved, fd)
+            os.close(saved)
 
 
 def _backends(as_json: bool) -> int:
-    rows = backends()
-    if as_json:
-        print(json.dumps([_as_json(row) for row in rows], indent=2))
-        return 0
-    print(_table(rows))
-    print()
-    hints = _install_hints(rows)
-    if hints:
-        print("\n".join(hints))
-        print()
-    print(_default_line())
-    return 0
+    with _stdout_kept_for_us() as out:
+        rows = backends()
+        default, would_work = _default_line()
+        if as_json:
+            out.write(json.dumps([_as_json(row) for row in rows], indent=2) + "\n")
+            if not would_work:
+                print(default, file=sys.stderr)
+        else:
+            out.write(_table(rows) + "\n\n")
+            hints = _install_hints(rows)
+            if hints:
+                out.write("\n".join(hints) + "\n\n")
+            out.write(default + "\n")
+    return 0 if would_work else 1
 
 
 def _check(names: list[str], as_json: bool, trace: str | None) -> int:

@@ -12,19 +12,32 @@ registered in code, of which the core's own ``host`` is one. It is lazy and cach
 * only :attr:`BackendSpec.load <eventapi.BackendSpec.load>` imports a driver binding, and only
   :func:`~eventapi.backend` calls it.
 
-Each plugin is handled in isolation. One that cannot be imported, raises in its hook, yields
-something that is not a matching :class:`~eventapi.BackendSpec`, was built for another major of
-the plugin contract, or has a probe that raises is listed as ``broken: <error>``; every other
-backend keeps working. Two distributions claiming one name are a conflict: both are listed as
-broken, and selecting the name raises :class:`~eventapi.BackendError`. Nothing picks a winner
-silently.
+A plugin is untrusted code. Each one's import, hook and probe run once, on a thread of their own,
+and are waited for at most :data:`DEFAULT_PLUGIN_TIMEOUT` seconds (``EVENTAPI_PLUGIN_TIMEOUT``
+changes it); plugins run side by side, so listing them all takes about the slowest one, never
+more than the budget. One that cannot be imported, raises (``SystemExit`` included) in its
+hook, yields something that is not a matching :class:`~eventapi.BackendSpec`, was built for
+another major of the plugin contract, has a probe that raises, or does not finish within the
+budget is listed as ``broken: <error>``; every other backend keeps working. A plugin that
+crashed the process while running there is quarantined on the next run
+(:mod:`eventapi._quarantine`). The embedded ``host`` is this package's own code and runs inline.
 
-The variables ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and ``EVENTAPI_DISABLE_PLUGINS`` are read when
-discovery first runs in the process, and again after :func:`refresh`.
+Names decided from metadata alone, without importing anything: two distributions claiming one
+name are a conflict (both broken; selecting the name raises :class:`~eventapi.BackendError`);
+an entry point whose name is not a backend name (:data:`~eventapi._plugin.NAME_PATTERN`), or
+that claims a name reserved for this project's distributions
+(:data:`~eventapi._plugin.RESERVED_NAMES`), is listed broken and never selected, and never
+displaces the backend it imitates.
 
-Which backend to use, and the loaded objects, are :mod:`eventapi._selection`'s: it reads one
-name through ``_registry.entry(name)`` or every row through ``_registry.rows()``, takes
-``_registry.lock`` around a ``load``, and has its cache emptied by ``_registry.on_forget``.
+Locking: one lock guards the registry's data and each scan its own; neither is held while
+plugin code runs or entry points are read. Waiting for a plugin is waiting on that plugin's
+event, so a plugin that hangs holds up only callers that need that plugin.
+
+The variables ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD``, ``EVENTAPI_DISABLE_PLUGINS`` and
+``EVENTAPI_PLUGIN_TIMEOUT`` are read when discovery first runs in the process, and again after
+:func:`refresh`. Selection (:mod:`eventapi._selection`) asks for one name through :func:`entry`
+or for every row through :func:`backends`, and compares :func:`generation` to know when what it
+cached was built from a discovery since forgotten.
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
@@ -42,8 +56,10 @@ import pluggy
 
 from ._plugin import (
     ENTRY_POINT_GROUP,
+    NAME_PATTERN,
     PLUGIN_API,
     PROJECT,
+    RESERVED_NAMES,
     BackendInfo,
     BackendSpec,
     _Hooks,
@@ -53,10 +69,15 @@ if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
 __all__ = [
+    "DEFAULT_PLUGIN_TIMEOUT",
     "ENV_DISABLE_AUTOLOAD",
     "ENV_DISABLE_PLUGINS",
+    "ENV_PLUGIN_TIMEOUT",
     "KNOWN_HINTS",
+    "autoload",
     "backends",
+    "entry",
+    "generation",
     "refresh",
     "register",
     "unregister",
@@ -66,6 +87,15 @@ _log = logging.getLogger("eventapi")
 
 ENV_DISABLE_AUTOLOAD: Final = "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD"
 ENV_DISABLE_PLUGINS: Final = "EVENTAPI_DISABLE_PLUGINS"
+ENV_PLUGIN_TIMEOUT: Final = "EVENTAPI_PLUGIN_TIMEOUT"
+
+DEFAULT_PLUGIN_TIMEOUT: Final = 30.0
+"""Seconds one plugin's import, hook and probe may take before it is listed as timed out.
+
+Generous on purpose: a probe may initialize its driver, and a real ``cuInit`` on a machine with
+many GPUs (persistence mode off) takes seconds, sometimes over ten. A plugin that hangs costs
+this once per process, after which its row is cached.
+"""
 
 # Backends this project publishes, so that a missing one is answered with the command that
 # installs it rather than only "not found".
@@ -73,6 +103,8 @@ KNOWN_HINTS: Final = {
     "cuda": 'pip install "eventapi-core[cuda]"',
     "hip": 'pip install "eventapi-core[hip]"',
 }
+
+_NAME_RE: Final = re.compile(NAME_PATTERN)
 
 
 @final
@@ -86,6 +118,8 @@ class _Candidate:
     # The entry point's value ("pkg.module" or "pkg.module:attr"), or what was registered.
     target: str
     load_plugin: Callable[[], object]
+    # This package's own host plugin: runs inline, unguarded, on the caller's thread.
+    embedded: bool = False
 
     @property
     def label(self) -> str:
@@ -115,6 +149,25 @@ def _blocked_names() -> frozenset[str]:
     return frozenset(part.strip() for part in raw.split(",") if part.strip())
 
 
+def _budget() -> float:
+    raw = os.environ.get(ENV_PLUGIN_TIMEOUT, "").strip()
+    if not raw:
+        return DEFAULT_PLUGIN_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        _log.warning(
+            "%s=%r is not a positive number of seconds; using %g",
+            ENV_PLUGIN_TIMEOUT,
+            raw,
+            DEFAULT_PLUGIN_TIMEOUT,
+        )
+        return DEFAULT_PLUGIN_TIMEOUT
+    return value
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -124,196 +177,352 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-@final
-class _Registry:
-    """The process-wide discovery state.
+# -- one plugin's run -------------------------------------------------------------------------
 
-    Every public method takes :attr:`lock`, the one lock of discovery and selection. It is
-    re-entrant because selection holds it across a backend's ``load``, and that ``load`` may
-    itself select another backend (a backend composed over ``host``).
+
+@final
+class _Run:
+    """One plugin's import, hook and probe: run once on a thread of its own, waited with a deadline.
+
+    The first waiter past the deadline publishes a timed-out entry; the plugin may still be
+    running, and what it returns later is dropped, so every caller sees one answer.
     """
 
-    __slots__ = (
-        "_autoload",
-        "_blocked",
-        "_candidates",
-        "_code",
-        "_entries",
-        "_on_forget",
-        "_pm",
-        "lock",
-    )
+    __slots__ = ("_candidate", "_deadline", "_done", "_entry", "_lock", "spec", "stage")
 
-    def __init__(self) -> None:
-        self.lock: Final = threading.RLock()
-        self._code: dict[str, _Candidate] = {}
-        self._candidates: dict[str, list[_Candidate]] | None = None
-        self._entries: dict[str, _Entry] = {}
-        self._on_forget: list[Callable[[], None]] = []
-        self._pm: pluggy.PluginManager | None = None
-        self._blocked: frozenset[str] = frozenset()
-        self._autoload = True
+    def __init__(self, candidate: _Candidate, budget: float) -> None:
+        self._candidate = candidate
+        self._deadline = time.monotonic() + budget
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._entry: _Entry | None = None
+        # Written by the plugin's thread as it goes, read for a timeout's message.
+        self.stage = f"importing {candidate.target}"
+        self.spec: BackendSpec | None = None
 
     @property
-    def autoload(self) -> bool:
-        """False when the last scan skipped entry points (``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD``)."""
-        return self._autoload
+    def finished(self) -> bool:
+        return self._entry is not None
 
-    # -- registration and cache ---------------------------------------------------------------
+    def start(self) -> None:
+        name = f"eventapi-plugin-{self._candidate.name}"
+        threading.Thread(target=self._work, name=name, daemon=True).start()
+
+    def _work(self) -> None:
+        # Imported here, as importlib.metadata is: `import eventapi` pays for neither.
+        from . import _quarantine
+
+        candidate = self._candidate
+        try:
+            with _quarantine.Guard(candidate.name, candidate.distribution, candidate.version):
+                entry = _resolve(candidate, self)
+        except BaseException as exc:  # _resolve reports the plugin's own errors
+            entry = _Entry((_broken(candidate, f"discovery failed: {_describe(exc)}"),), None)
+        self._publish(entry)
+
+    def _publish(self, entry: _Entry) -> _Entry:
+        with self._lock:
+            if self._entry is None:
+                self._entry = entry
+            published = self._entry
+        self._done.set()
+        return published
+
+    def result(self, budget: float) -> _Entry:
+        """The entry, waiting for the plugin at most until the deadline."""
+        entry = self._entry
+        if entry is not None:
+            return entry
+        if self._done.wait(max(0.0, self._deadline - time.monotonic())):
+            assert self._entry is not None  # set before the event
+            return self._entry
+        spec = self.spec
+        priority = spec.priority if spec is not None else 0
+        reason = (
+            f"timed out after {budget:g} s {self.stage}; it may still be running. If it is "
+            f"only slow, raise {ENV_PLUGIN_TIMEOUT} (seconds); to skip it, add "
+            f"{self._candidate.name} to {ENV_DISABLE_PLUGINS}"
+        )
+        return self._publish(_Entry((_broken(self._candidate, reason, priority=priority),), None))
+
+
+# -- one scan ---------------------------------------------------------------------------------
+
+
+@final
+class _Scan:
+    """What one scan found: the claims per name, the settings read with it, and each plugin's run.
+
+    ``refused`` are rows decided from metadata alone (an invalid name, a reserved name claimed
+    by another distribution): listed, never selectable. Its lock guards ``_decided`` and
+    ``_runs`` only.
+    """
+
+    __slots__ = ("_decided", "_lock", "_runs", "autoload", "blocked", "budget", "claims", "refused")
+
+    def __init__(
+        self,
+        *,
+        autoload: bool,
+        blocked: frozenset[str],
+        budget: float,
+        claims: dict[str, list[_Candidate]],
+        refused: list[BackendInfo],
+    ) -> None:
+        self.autoload = autoload
+        self.blocked = blocked
+        self.budget = budget
+        self.claims = claims
+        self.refused = refused
+        self._lock = threading.Lock()
+        self._decided: dict[str, _Entry] = {}
+        self._runs: dict[str, _Run] = {}
+
+    def prepare(self, name: str) -> _Entry | _Run | None:
+        """What answers for ``name``: an entry already known, a run (started), or None."""
+        candidates = self.claims.get(name)
+        if candidates is None:
+            return None
+        with self._lock:
+            known = self._decided.get(name) or self._runs.get(name)
+        if known is not None:
+            return known
+        decided = _decide(name, candidates, self.blocked)
+        if decided is None and candidates[0].embedded:
+            decided = _resolve(candidates[0], None)
+        new_run: _Run | None = None
+        with self._lock:
+            known = self._decided.get(name) or self._runs.get(name)
+            if known is None:
+                if decided is not None:
+                    self._decided[name] = known = decided
+                else:
+                    new_run = self._runs[name] = known = _Run(candidates[0], self.budget)
+        if new_run is not None:
+            new_run.start()
+        return known
+
+    def entry(self, name: str) -> _Entry | None:
+        found = self.prepare(name)
+        if isinstance(found, _Run):
+            return found.result(self.budget)
+        return found
+
+    def after_fork(self) -> None:
+        # A plugin's thread does not exist in the child: forget runs it had not finished (they
+        # start again on demand), keep what is known. The lock may have been held at the fork.
+        self._lock = threading.Lock()
+        self._runs = {name: run for name, run in self._runs.items() if run.finished}
+
+
+def _decide(name: str, candidates: list[_Candidate], blocked: frozenset[str]) -> _Entry | None:
+    """The entry of ``name`` when metadata alone decides it, else None (the plugin must run)."""
+    if name in blocked:
+        return _Entry(
+            tuple(
+                _row(c, status="blocked", reason=f"listed in {ENV_DISABLE_PLUGINS}")
+                for c in candidates
+            ),
+            None,
+        )
+    if len(candidates) > 1:
+        claims = " and ".join(f"{c.label}" for c in candidates)
+        conflict = f"conflict: name claimed by {claims}; uninstall one"
+        return _Entry(tuple(_broken(c, conflict) for c in candidates), None)
+    candidate = candidates[0]
+    if candidate.embedded:
+        return None
+    from . import _quarantine
+
+    crashed = _quarantine.crashed_before(name, candidate.distribution, candidate.version)
+    if crashed is not None:
+        return _Entry((_broken(candidate, crashed),), None)
+    return None
+
+
+def _refusal(candidate: _Candidate) -> str | None:
+    """Why an entry point is refused from its metadata alone, or None."""
+    name = candidate.name
+    if _NAME_RE.fullmatch(name) is None:
+        return (
+            f"entry point name {name!r} is not a backend name (letters, digits, '_', '.', '-', "
+            f"starting with a letter, digit or '_'), so it cannot be selected; rename the "
+            f"entry point in the group {ENTRY_POINT_GROUP!r}"
+        )
+    owner = RESERVED_NAMES.get(name)
+    if owner is not None and _normalize(candidate.distribution) != owner:
+        return (
+            f"the name {name!r} is reserved for {owner}, this project's own backend; "
+            f"rename the entry point (for example {name}-{_normalize(candidate.distribution)})"
+        )
+    return None
+
+
+def _read(code: list[_Candidate]) -> _Scan:
+    """Scan: the environment, the plugins registered in code and the entry points."""
+    autoload = not _env_flag(ENV_DISABLE_AUTOLOAD)
+    claims: dict[str, list[_Candidate]] = {"host": [_host_candidate()]}
+    for candidate in code:
+        claims.setdefault(candidate.name, []).append(candidate)
+    refused: list[BackendInfo] = []
+    if autoload:
+        # Imported here: importlib.metadata costs more to import than the rest of
+        # eventapi's own modules, and `import eventapi` scans nothing.
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            candidate = _from_entry_point(ep)
+            why = _refusal(candidate)
+            if why is not None:
+                refused.append(_broken(candidate, why))
+                continue
+            claim = claims.setdefault(candidate.name, [])
+            # The core registers host in code and declares it as an entry point too, so
+            # that autoload=off keeps it; the same module of the same distribution is one
+            # plugin, not a conflict.
+            if not any(_same_plugin(candidate, other) for other in claim):
+                claim.append(candidate)
+    return _Scan(
+        autoload=autoload,
+        blocked=_blocked_names(),
+        budget=_budget(),
+        claims=claims,
+        refused=refused,
+    )
+
+
+# -- the registry -----------------------------------------------------------------------------
+
+
+@final
+class _Registry:
+    """The process-wide discovery state: plugins registered in code, and the current scan.
+
+    ``_lock`` guards those fields only; it is never held while entry points are read or plugin
+    code runs. ``_generation`` counts what was forgotten, for selection to compare.
+    """
+
+    __slots__ = ("_code", "_generation", "_lock", "_scan")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._code: dict[str, _Candidate] = {}
+        self._scan: _Scan | None = None
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        return self._generation
 
     def register(self, candidate: _Candidate) -> None:
-        with self.lock:
-            if candidate.name == "host":
-                raise ValueError("'host' is the embedded backend and is always registered")
-            if candidate.name in self._code:
+        name = candidate.name
+        if name in RESERVED_NAMES:
+            raise ValueError(
+                f"{name!r} is reserved for {RESERVED_NAMES[name]}, this project's own backend; "
+                "register the plugin under another name"
+            )
+        if _NAME_RE.fullmatch(name) is None:
+            raise ValueError(f"{name!r} is not a backend name (pattern {NAME_PATTERN})")
+        with self._lock:
+            if name in self._code:
                 raise ValueError(
-                    f"a plugin for backend {candidate.name!r} is already registered in code; "
+                    f"a plugin for backend {name!r} is already registered in code; "
                     "unregister it first"
                 )
-            self._code[candidate.name] = candidate
+            self._code[name] = candidate
             self._forget()
 
     def unregister(self, name: str) -> None:
-        with self.lock:
+        with self._lock:
             self._code.pop(name, None)
             self._forget()
 
     def refresh(self) -> None:
-        with self.lock:
+        with self._lock:
             self._forget()
 
-    def on_forget(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (under the lock) whenever discovery forgets what it learnt."""
-        with self.lock:
-            self._on_forget.append(callback)
-
     def _forget(self) -> None:
-        self._candidates = None
-        self._entries.clear()
-        self._pm = None
-        for callback in self._on_forget:
-            callback()
+        self._scan = None
+        self._generation += 1
 
-    # -- listing ------------------------------------------------------------------------------
+    def scan(self) -> _Scan:
+        with self._lock:
+            scan, generation, code = self._scan, self._generation, list(self._code.values())
+        if scan is not None:
+            return scan
+        # Two first callers may both read; the first to finish is kept. Reading costs
+        # milliseconds and runs no plugin code, so that beats making one wait on the other.
+        fresh = _read(code)
+        with self._lock:
+            if self._scan is None and self._generation == generation:
+                self._scan = fresh
+            return self._scan or fresh
 
-    def _scan(self) -> dict[str, list[_Candidate]]:
-        if self._candidates is not None:
-            return self._candidates
-        self._autoload = not _env_flag(ENV_DISABLE_AUTOLOAD)
-        self._blocked = _blocked_names()
-        found: dict[str, list[_Candidate]] = {"host": [_host_candidate()]}
-        for candidate in self._code.values():
-            found.setdefault(candidate.name, []).append(candidate)
-        if self._autoload:
-            # Imported here: importlib.metadata costs more to import than the rest of
-            # eventapi's own modules, and `import eventapi` scans nothing.
-            from importlib.metadata import entry_points
+    def after_fork(self) -> None:
+        self._lock = threading.Lock()
+        if self._scan is not None:
+            self._scan.after_fork()
 
-            for ep in entry_points(group=ENTRY_POINT_GROUP):
-                candidate = _from_entry_point(ep)
-                claims = found.setdefault(candidate.name, [])
-                # The core registers host in code and declares it as an entry point too, so
-                # that autoload=off keeps it; the same module of the same distribution is one
-                # plugin, not a conflict.
-                if not any(_same_plugin(candidate, other) for other in claims):
-                    claims.append(candidate)
-        pm = pluggy.PluginManager(PROJECT)
-        pm.add_hookspecs(_Hooks)
-        self._pm = pm
-        self._candidates = found
-        return found
 
-    def entry(self, name: str) -> _Entry | None:
-        """The resolved entry for ``name``, importing its plugin on first use; None if absent."""
-        with self.lock:
-            candidates = self._scan().get(name)
-            if candidates is None:
-                return None
-            entry = self._entries.get(name)
-            if entry is None:
-                entry = self._resolve(name, candidates)
-                self._entries[name] = entry
-            return entry
+def _resolve(candidate: _Candidate, run: _Run | None) -> _Entry:
+    """Import the plugin, call its hook, check the spec and run its probe: one entry."""
+    spec: BackendSpec | None = None
+    try:
+        spec = _load_spec(candidate, run)
+        if run is not None:
+            run.spec = spec
+            run.stage = "in its probe"
+        reason = _probe(spec)
+    except _BrokenPluginError as exc:
+        _log.debug("backend %r (%s) is broken: %s", candidate.name, candidate.label, exc)
+        priority = spec.priority if spec is not None else 0
+        return _Entry((_broken(candidate, str(exc), priority=priority, spec=spec),), None)
+    if reason is None:
+        return _Entry((_row(candidate, spec=spec, status="ok", reason=""),), spec)
+    return _Entry(
+        (_row(candidate, spec=spec, status=f"unavailable: {reason}", reason=reason),), spec
+    )
 
-    def rows(self) -> list[BackendInfo]:
-        """Every row, highest priority first, then name; resolves every name on first use."""
-        with self.lock:
-            names = list(self._scan())
-            rows = [row for name in names for row in self._entry_of(name).rows]
-        return sorted(rows, key=lambda row: (-row.priority, row.name, row.distribution))
 
-    def _entry_of(self, name: str) -> _Entry:
-        entry = self.entry(name)
-        assert entry is not None  # the name came from the scan
-        return entry
-
-    def _resolve(self, name: str, candidates: list[_Candidate]) -> _Entry:
-        if name in self._blocked:
-            return _Entry(
-                tuple(
-                    _row(c, status="blocked", reason=f"listed in {ENV_DISABLE_PLUGINS}")
-                    for c in candidates
-                ),
-                None,
-            )
-        if len(candidates) > 1:
-            claims = " and ".join(f"{c.label}" for c in candidates)
-            conflict = f"conflict: name claimed by {claims}; uninstall one"
-            return _Entry(tuple(_broken(c, conflict) for c in candidates), None)
-        candidate = candidates[0]
-        spec: BackendSpec | None = None
-        try:
-            spec = self._load_spec(candidate)
-            reason = _probe(spec)
-        except _BrokenPluginError as exc:
-            _log.debug("backend %r (%s) is broken: %s", name, candidate.label, exc)
-            priority = spec.priority if spec is not None else 0
-            return _Entry((_broken(candidate, str(exc), priority=priority, spec=spec),), None)
-        if reason is None:
-            return _Entry((_row(candidate, spec=spec, status="ok", reason=""),), spec)
-        return _Entry(
-            (_row(candidate, spec=spec, status=f"unavailable: {reason}", reason=reason),), spec
+# The plugin's own code may raise anything, SystemExit and KeyboardInterrupt included: each is
+# the plugin's failure, reported in its row, never raised into the caller of backends().
+def _load_spec(candidate: _Candidate, run: _Run | None) -> BackendSpec:
+    """Import the plugin, call its hook alone, and check what it yields."""
+    try:
+        plugin = candidate.load_plugin()
+    except BaseException as exc:  # the plugin's failure, see above
+        _log.debug("importing %s failed", candidate.target, exc_info=True)
+        raise _BrokenPluginError(f"cannot import {candidate.target}: {_describe(exc)}") from exc
+    if run is not None:
+        run.stage = "in its eventapi_backends hook"
+    # A manager of its own: pluggy's is not thread-safe, and only this plugin's hook must run.
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(_Hooks)
+    try:
+        pm.register(plugin, name=candidate.name)
+    except Exception as exc:
+        raise _BrokenPluginError(
+            f"{candidate.target} is not a valid plugin: {_describe(exc)}"
+        ) from exc
+    if not pm.hook.eventapi_backends.get_hookimpls():
+        raise _BrokenPluginError(
+            f"{candidate.target} implements no eventapi_backends hook; define "
+            "`def eventapi_backends()` decorated with @eventapi.hookimpl"
         )
-
-    def _load_spec(self, candidate: _Candidate) -> BackendSpec:
-        """Import the plugin, call its hook alone, and check what it yields."""
-        name = candidate.name
-        try:
-            plugin = candidate.load_plugin()
-        except Exception as exc:
-            _log.debug("importing %s failed", candidate.target, exc_info=True)
-            raise _BrokenPluginError(f"cannot import {candidate.target}: {_describe(exc)}") from exc
-        pm = self._pm
-        assert pm is not None  # set by _scan, under the same lock
-        try:
-            pm.register(plugin, name=name)
-        except Exception as exc:
-            raise _BrokenPluginError(
-                f"{candidate.target} is not a valid plugin: {_describe(exc)}"
-            ) from exc
-        caller = pm.hook.eventapi_backends
-        if not any(impl.plugin is plugin for impl in caller.get_hookimpls()):
-            raise _BrokenPluginError(
-                f"{candidate.target} implements no eventapi_backends hook; define "
-                "`def eventapi_backends()` decorated with @eventapi.hookimpl"
-            )
-        # Only this plugin's implementation runs: another plugin's failure is not its failure.
-        others = [p for p in pm.get_plugins() if p is not plugin]
-        try:
-            results = pm.subset_hook_caller("eventapi_backends", others)()
-            specs: list[object] = []
-            for result in results:
-                if not isinstance(result, Iterable) or isinstance(result, str | bytes):
-                    raise _BrokenPluginError(
-                        f"eventapi_backends returned {result!r}; it must yield BackendSpec values"
-                    )
-                specs.extend(result)
-        except _BrokenPluginError:
-            raise
-        except Exception as exc:
-            _log.debug("eventapi_backends of %s raised", candidate.target, exc_info=True)
-            raise _BrokenPluginError(f"eventapi_backends raised {_describe(exc)}") from exc
-        return _check_specs(candidate, specs)
+    try:
+        specs: list[object] = []
+        for result in pm.hook.eventapi_backends():
+            if not isinstance(result, Iterable) or isinstance(result, str | bytes):
+                raise _BrokenPluginError(
+                    f"eventapi_backends returned {result!r}; it must yield BackendSpec values"
+                )
+            specs.extend(result)
+    except _BrokenPluginError:
+        raise
+    except BaseException as exc:  # the plugin's failure, see above
+        _log.debug("eventapi_backends of %s raised", candidate.target, exc_info=True)
+        raise _BrokenPluginError(f"eventapi_backends raised {_describe(exc)}") from exc
+    return _check_specs(candidate, specs)
 
 
 def _from_entry_point(ep: EntryPoint) -> _Candidate:
@@ -406,6 +615,11 @@ def _check_specs(candidate: _Candidate, specs: list[object]) -> BackendSpec:
         )
     if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
         raise _BrokenPluginError(f"priority {spec.priority!r} is not an int")
+    device: object = spec.default_device
+    if device is not None and (isinstance(device, bool) or not isinstance(device, int)):
+        raise _BrokenPluginError(f"default_device {device!r} is not None or a device index")
+    if isinstance(device, int) and device < 0:
+        raise _BrokenPluginError(f"default_device {device!r} is negative")
     if not callable(spec.load) or not callable(spec.probe):
         raise _BrokenPluginError("BackendSpec.load and BackendSpec.probe must be callables")
     if not isinstance(spec.install_hint, str):
@@ -416,7 +630,7 @@ def _check_specs(candidate: _Candidate, specs: list[object]) -> BackendSpec:
 def _probe(spec: BackendSpec) -> str | None:
     try:
         reason: object = spec.probe()
-    except Exception as exc:
+    except BaseException as exc:  # the plugin's failure, see _load_spec
         _log.debug("probe of backend %r raised", spec.name, exc_info=True)
         raise _BrokenPluginError(f"probe raised {_describe(exc)}") from exc
     if reason is None:
@@ -435,7 +649,7 @@ def _host_candidate() -> _Candidate:
     # Registered in code as well as by entry point, so that EVENTAPI_DISABLE_PLUGIN_AUTOLOAD
     # keeps the embedded backend.
     module = "eventapi._host_plugin"
-    return _Candidate("host", "eventapi-core", __version__, module, _import(module))
+    return _Candidate("host", "eventapi-core", __version__, module, _import(module), embedded=True)
 
 
 def _import(module: str) -> Callable[[], object]:
@@ -443,19 +657,42 @@ def _import(module: str) -> Callable[[], object]:
 
 
 _registry: Final = _Registry()
+os.register_at_fork(after_in_child=_registry.after_fork)
 
 
-# -- the public functions ---------------------------------------------------------------------
+# -- the functions selection and users call ---------------------------------------------------
 
 
 def backends() -> list[BackendInfo]:
     """Every backend discovery found, sorted by priority (highest first), then name.
 
-    Imports each plugin's light hook module and runs its probe; imports no driver binding and
-    loads no backend. A broken plugin is a row with status ``broken: <error>``, never an
-    exception.
+    Imports each plugin's light hook module and runs its probe, every plugin on a thread of its
+    own and side by side, waiting for each at most ``EVENTAPI_PLUGIN_TIMEOUT`` seconds
+    (:data:`DEFAULT_PLUGIN_TIMEOUT` by default); imports no driver binding and loads no
+    backend. A broken plugin is a row with status ``broken: <error>``, never an exception, and
+    what it prints goes where the process's output goes. Thread-safe.
     """
-    return _registry.rows()
+    scan = _registry.scan()
+    # Start every plugin before waiting for any, so that they run side by side.
+    found = [scan.prepare(name) for name in scan.claims]
+    entries = [f.result(scan.budget) if isinstance(f, _Run) else f for f in found]
+    rows = [row for e in entries if e is not None for row in e.rows] + scan.refused
+    return sorted(rows, key=lambda row: (-row.priority, row.name, row.distribution))
+
+
+def entry(name: str) -> _Entry | None:
+    """What discovery knows of ``name`` (running only its plugin, bounded), or None if absent."""
+    return _registry.scan().entry(name)
+
+
+def autoload() -> bool:
+    """False when the current scan skipped entry points (``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD``)."""
+    return _registry.scan().autoload
+
+
+def generation() -> int:
+    """A number that changes whenever discovery forgets what it learnt (refresh, register)."""
+    return _registry.generation
 
 
 def register(
@@ -464,8 +701,10 @@ def register(
     """Register a plugin object (a module of hook implementations) for backend ``name`` in code.
 
     Private: for tests and embedding applications. A plugin registered here survives
-    ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and :func:`refresh`. Raises ValueError if ``name`` is
-    already registered in code.
+    ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and :func:`refresh`; its hook and probe run as any
+    plugin's do, on a thread of their own within the budget. Raises ValueError if ``name`` is
+    already registered in code, is reserved (``host``, ``cuda``, ``hip``) or is not a backend
+    name.
     """
     target = getattr(plugin, "__name__", repr(plugin))
     _registry.register(_Candidate(name, distribution, version, target, lambda: plugin))

@@ -16,8 +16,10 @@ import pluggy
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "NAME_PATTERN",
     "PLUGIN_API",
     "PROJECT",
+    "RESERVED_NAMES",
     "BackendInfo",
     "BackendSpec",
     "hookimpl",
@@ -27,8 +29,30 @@ __all__ = [
 PROJECT: Final = "eventapi"
 ENTRY_POINT_GROUP: Final = "eventapi.backends"
 
-PLUGIN_API: Final[tuple[int, int]] = (1, 0)
-"""The plugin contract's version, ``(major, minor)``; a plugin for another major is refused."""
+PLUGIN_API: Final[tuple[int, int]] = (1, 1)
+"""The plugin contract's version, ``(major, minor)``; a plugin for another major is refused.
+
+1.1 added :attr:`BackendSpec.default_device`.
+"""
+
+NAME_PATTERN: Final = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
+"""A backend name: the NAME of ``NAME[:DEVICE]``, and so the name of its entry point.
+
+Letters, digits, ``_``, ``.`` and ``-``, not starting with ``.`` or ``-``: no ``:`` (it
+separates the device), no ``,`` (it separates ``EVENTAPI_DISABLE_PLUGINS``), no space.
+"""
+
+RESERVED_NAMES: Final = {
+    "host": "eventapi-core",
+    "cuda": "eventapi-cuda",
+    "hip": "eventapi-hip",
+}
+"""Backend names that belong to this project's distributions, and the distribution of each.
+
+Another distribution declaring one of them is listed as broken and never selected: the
+embedded default ``host`` cannot be taken away by an installed package, and ``cuda`` or
+``hip`` always mean this project's backends, whose install hints and extras the docs name.
+"""
 
 hookspec: Final = pluggy.HookspecMarker(PROJECT)
 hookimpl: Final = pluggy.HookimplMarker(PROJECT)
@@ -43,6 +67,13 @@ class BackendSpec:
     index, or ``None`` for the default device). ``probe()`` decides cheaply, without importing
     the driver binding, whether the backend can work here: ``None`` when it can, else a one-line
     reason. Priorities: ``host`` 0, the default 50, ``cuda`` and ``hip`` 100.
+
+    ``default_device`` is the device index ``load(None)`` builds its object for, where a
+    backend has devices and its default is fixed (``cuda`` and ``hip``: 0). Selection then
+    loads ``"NAME"`` as ``"NAME:<default_device>"``, so the two spellings are one object
+    whichever comes first. Left ``None``, selection learns the device from the loaded object's
+    ``device`` attribute, which still makes ``"NAME"`` and ``"NAME:N"`` one object when
+    ``"NAME"`` is selected first.
     """
 
     name: str
@@ -51,6 +82,7 @@ class BackendSpec:
     probe: Callable[[], str | None] = lambda: None
     install_hint: str = ""
     api_version: tuple[int, int] = PLUGIN_API
+    default_device: int | None = None
 
 
 @final

@@ -1,4 +1,4 @@
-"""Backend selection: which discovered backend :func:`backend` returns, and the one object per pair.
+"""Backend selection: which backend :func:`backend` returns, and one object per device.
 
 The choice is, in order: the argument ``"NAME[:DEVICE]"``; else the variable
 ``EVENTAPI_BACKEND`` (same syntax, read by each call without a name); else the usable backend of
@@ -7,37 +7,39 @@ cannot be satisfied raises with a message that names the fix (not installed, blo
 unusable here); it never falls back to another backend.
 
 Discovery (:mod:`eventapi._discovery`) says what exists; this module asks it for one name
-(``entry``) or for every row (``rows``) and never imports a plugin itself. The loaded objects
-are cached per (name, device) and the cache is emptied whenever discovery forgets what it learnt
-(:func:`~eventapi._discovery.refresh`, ``register``, ``unregister``).
+(``entry``) or for every row (``backends``) and never imports a plugin itself.
 
-Locking: the one re-entrant lock is the registry's (``_registry.lock``). :func:`backend` holds it
-across a first ``load``, so concurrent callers of one pair wait and receive the same object; it
-is re-entrant so that a ``load`` may itself call :func:`backend` (a backend composed over
-``host``).
+One object per device: the loaded objects are kept per (name, device), and every spelling of one
+device is one key. ``"NAME"`` is loaded as ``"NAME:<default_device>"`` when the plugin declares
+its default device; otherwise ``load(None)``'s object is filed under the device it reports
+(its ``device`` attribute) as well. The cache is this module's own; it is dropped when
+:func:`~eventapi._discovery.generation` says discovery forgot what it learnt, and in the child
+after ``fork()`` (objects are per process: the backends refuse a parent's handles there).
+
+Locking: ``_Loaded._lock`` guards the dictionary only. Each (name, device) has a once-cell: the
+first caller loads on its own thread with no lock held, later callers of *that pair* wait for it,
+and callers of any other pair, or of a pair already loaded, do not wait at all. A ``load`` may
+select another backend (a backend composed over ``host``); one that selects its own pair gets
+:class:`~eventapi.BackendError` instead of a deadlock.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Any, Final
+import threading
+from typing import TYPE_CHECKING, Any, Final, final
 
-from ._discovery import (
-    ENV_DISABLE_AUTOLOAD,
-    ENV_DISABLE_PLUGINS,
-    KNOWN_HINTS,
-    _describe,
-    _registry,
-)
+from . import _discovery
+from ._discovery import ENV_DISABLE_AUTOLOAD, ENV_DISABLE_PLUGINS, KNOWN_HINTS, _describe
 from ._errors import BackendError, BackendNotFoundError, BackendUnavailableError
-from ._plugin import ENTRY_POINT_GROUP, BackendSpec
+from ._plugin import ENTRY_POINT_GROUP, NAME_PATTERN, BackendSpec
 from ._protocol import PROTOCOL_METHODS
 
 if TYPE_CHECKING:
     from ._protocol import EventApi
 
-__all__ = ["ENV_BACKEND", "backend", "choose"]
+__all__ = ["ENV_BACKEND", "backend", "choose", "preview"]
 
 ENV_BACKEND: Final = "EVENTAPI_BACKEND"
 
@@ -45,29 +47,132 @@ ENV_BACKEND: Final = "EVENTAPI_BACKEND"
 # at selection, with its name, not at the first call.
 _PROTOCOL_MEMBERS: Final = ("BACKEND", *PROTOCOL_METHODS)
 
-_NAME_RE: Final = re.compile(r"(?P<name>[^:\s]+)(?::(?P<device>[0-9]+))?")
+_NAME_RE: Final = re.compile(rf"(?P<name>{NAME_PATTERN})(?::(?P<device>[0-9]+))?")
 _FORM: Final = "NAME or NAME:DEVICE, for example 'cuda' or 'cuda:1'"
 
-# One object per (name, device), guarded by _registry.lock. Emptied when discovery forgets:
-# objects already handed out keep working, later calls build new ones.
-_objects: Final[dict[tuple[str, int | None], Any]] = {}
-_registry.on_forget(_objects.clear)
+_Key = tuple[str, int | None]
+
+
+@final
+class _Cell:
+    """One (name, device)'s object: loaded once by ``loader``, waited for by the others."""
+
+    __slots__ = ("done", "loader", "obj")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.loader = threading.get_ident()
+        self.obj: Any = None
+
+
+@final
+class _Loaded:
+    """The loaded backend objects of this process, per (name, device)."""
+
+    __slots__ = ("_cells", "_generation", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cells: dict[_Key, _Cell] = {}
+        self._generation = _discovery.generation()
+
+    def _current(self) -> dict[_Key, _Cell]:
+        # Called with the lock held: objects built from a discovery since forgotten are dropped
+        # (not closed; whoever holds one keeps it).
+        generation = _discovery.generation()
+        if generation != self._generation:
+            self._cells = {}
+            self._generation = generation
+        return self._cells
+
+    def get(self, key: _Key) -> Any:
+        """The object loaded for ``key``, or None; never waits."""
+        with self._lock:
+            cell = self._current().get(key)
+        return cell.obj if cell is not None else None
+
+    def load(self, spec: BackendSpec, device: int | None, asked: _Key) -> Any:
+        """The object for (``spec.name``, ``device``), loaded once; filed under ``asked`` too."""
+        key = (spec.name, device)
+        while True:
+            with self._lock:
+                cells = self._current()
+                cell = cells.get(key)
+                if cell is None:
+                    cells[key] = cell = _Cell()
+                    mine = True
+                elif cell.obj is not None:
+                    cells.setdefault(asked, cell)
+                    return cell.obj
+                else:
+                    mine = False
+                    if cell.loader == threading.get_ident():
+                        raise BackendError(
+                            f"backend {_spelling(key)!r}: its load() selected "
+                            f"{_spelling(key)!r} again, which would wait for itself"
+                        )
+            if mine:
+                return self._fill(cell, key, asked, spec, device)
+            cell.done.wait()  # its loader fills it or gives it up; then look again
+
+    def _fill(
+        self, cell: _Cell, key: _Key, asked: _Key, spec: BackendSpec, device: int | None
+    ) -> Any:
+        try:
+            obj = _load(spec, device)
+        except BaseException:
+            with self._lock:
+                if self._cells.get(key) is cell:
+                    del self._cells[key]
+            cell.done.set()  # waiters try the load themselves, and see its error as their own
+            raise
+        with self._lock:
+            cells = self._current()
+            current = cells.get(key) is cell  # else discovery forgot while this one loaded
+            aliases = [asked]
+            reported = getattr(obj, "device", None)
+            if device is None and isinstance(reported, int) and not isinstance(reported, bool):
+                aliases.append((spec.name, reported))
+                same = cells.get((spec.name, reported))
+                if current and same is not None and same.obj is not None:
+                    # A plugin without a default_device whose "NAME:N" came first: that object
+                    # stays the one; this second one is dropped unused.
+                    obj = same.obj
+            cell.obj = obj
+            if current:
+                for alias in aliases:
+                    cells.setdefault(alias, cell)
+        cell.done.set()
+        return obj
+
+    def after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._cells = {}
+
+
+_loaded: Final = _Loaded()
+os.register_at_fork(after_in_child=_loaded.after_fork)
 
 
 def backend(name: str | None = None) -> EventApi[Any, Any]:
-    """Return the ready backend object for ``name``; one object per (name, device), cached.
+    """Return the ready backend object for ``name``: one per (name, device), cached.
 
     ``name`` is ``"NAME"`` or ``"NAME:DEVICE"`` (``"cuda:1"``: device index 1). The choice is,
     in order: the argument; else the variable ``EVENTAPI_BACKEND`` (same syntax); else the
     usable backend of highest priority. An explicit choice (argument or variable) that cannot be
     satisfied raises; it never falls back to another backend.
 
-    ``"cuda"`` (device ``None``: the backend's default device) and ``"cuda:0"`` are two
-    selections and give two objects, even where the default device is 0; handles of one are
-    foreign to the other. Use one spelling throughout a program.
+    Every spelling of one device is one object, whichever comes first: ``"cuda"`` (the
+    backend's default device), ``"cuda:0"`` and ``EVENTAPI_BACKEND=cuda`` give the same object
+    where the default device is 0, and each accepts the handles of the others. ``"cuda:1"`` is
+    another object. An object built directly from a backend class is not cached and owns its
+    own handles.
 
-    The first call for a (name, device) pair imports the backend's driver binding and may take
-    a while; concurrent callers wait for it and receive the same object.
+    The first call for a device imports the backend's driver binding and may take a while; it
+    runs on the calling thread, concurrent callers for the same device wait for it and receive
+    the same object, and callers for any other backend or device do not wait. A call for a
+    device already loaded returns at once. Thread-safe; after ``fork()`` the child builds its
+    own objects.
 
     Raises:
         ValueError: ``name`` (or ``EVENTAPI_BACKEND``) is not of the form NAME[:DEVICE].
@@ -76,23 +181,23 @@ def backend(name: str | None = None) -> EventApi[Any, Any]:
         BackendUnavailableError: the backend is installed but cannot run here (the probe's
             reason), is blocked by ``EVENTAPI_DISABLE_PLUGINS``, or its ``load`` failed (the
             original exception is chained).
-        BackendError: the plugin is broken or its name is claimed twice; or no name was given
-            and two usable backends tie for the top priority (the message says how to choose).
+        BackendError: the plugin is broken (timed out included) or its name is claimed twice;
+            or no name was given and two usable backends tie for the top priority (the message
+            says how to choose).
     """
     chosen, device, source = choose(name)
-    key = (chosen, device)
-    with _registry.lock:
-        obj = _objects.get(key)
-        if obj is not None:
-            return obj  # type: ignore[no-any-return]
-        spec = _usable_spec(chosen, source)
-        obj = _load(spec, device)
-        _objects[key] = obj
+    asked = (chosen, device)
+    obj = _loaded.get(asked)
+    if obj is not None:
         return obj  # type: ignore[no-any-return]
+    spec = _usable_spec(chosen, source)
+    if device is None:
+        device = spec.default_device
+    return _loaded.load(spec, device, asked)  # type: ignore[no-any-return]
 
 
 def choose(name: str | None = None) -> tuple[str, int | None, str]:
-    """The (name, device, source) :func:`backend` would select, without loading it.
+    """The (name, device, source) :func:`backend` would select, without checking or loading it.
 
     ``source`` is ``"argument"``, ``"EVENTAPI_BACKEND"`` or ``"priority"``. Raises what
     :func:`backend` raises while choosing (ValueError, BackendError for a tie,
@@ -107,7 +212,7 @@ def choose(name: str | None = None) -> tuple[str, int | None, str]:
     if value:
         parsed, device = _parse(value, f"{ENV_BACKEND}={value!r}")
         return parsed, device, ENV_BACKEND
-    rows = _registry.rows()
+    rows = _discovery.backends()
     usable = [row for row in rows if row.usable]
     if not usable:
         listing = "; ".join(f"{row.name}: {row.status}" for row in rows) or "none installed"
@@ -126,6 +231,20 @@ def choose(name: str | None = None) -> tuple[str, int | None, str]:
     return top[0].name, None, "priority"
 
 
+def preview(name: str | None = None) -> tuple[str, int | None, str]:
+    """What :func:`backend` would do, short of loading: its choice, or the error it would raise.
+
+    Returns :func:`choose`'s (name, device, source) when the chosen backend is installed, sound
+    and usable here; raises what :func:`backend` would raise otherwise. A ``load`` that fails
+    is the one failure it cannot foresee.
+    """
+    chosen, device, source = choose(name)
+    spec = _usable_spec(chosen, source)
+    if device is None:
+        device = spec.default_device
+    return chosen, device, source
+
+
 def _parse(text: str, subject: str) -> tuple[str, int | None]:
     match = _NAME_RE.fullmatch(text.strip())
     if match is None:
@@ -134,12 +253,17 @@ def _parse(text: str, subject: str) -> tuple[str, int | None]:
     return match.group("name"), int(device) if device is not None else None
 
 
+def _spelling(key: _Key) -> str:
+    name, device = key
+    return name if device is None else f"{name}:{device}"
+
+
 # -- why a chosen name cannot be used ---------------------------------------------------------
 
 
 def _usable_spec(name: str, source: str) -> BackendSpec:
     subject = f"backend {name!r}" + (f" (from {ENV_BACKEND})" if source == ENV_BACKEND else "")
-    entry = _registry.entry(name)
+    entry = _discovery.entry(name)
     if entry is None:
         raise BackendNotFoundError(_not_found(name, subject))
     row = entry.rows[0]
@@ -160,7 +284,7 @@ def _usable_spec(name: str, source: str) -> BackendSpec:
 
 
 def _usable_elsewhere(name: str) -> str:
-    others = [row.name for row in _registry.rows() if row.usable and row.name != name]
+    others = [row.name for row in _discovery.backends() if row.usable and row.name != name]
     if not others:
         return "No other backend is usable here either"
     return (
@@ -171,7 +295,8 @@ def _usable_elsewhere(name: str) -> str:
 
 def _not_found(name: str, subject: str) -> str:
     installed = (
-        ", ".join(f"{row.name} ({row.status.split(':')[0]})" for row in _registry.rows()) or "none"
+        ", ".join(f"{row.name} ({row.status.split(':')[0]})" for row in _discovery.backends())
+        or "none"
     )
     message = f"{subject} is not installed; installed backends: {installed}"
     hint = KNOWN_HINTS.get(name)
@@ -182,7 +307,7 @@ def _not_found(name: str, subject: str) -> str:
             f". A backend is a distribution declaring an entry point {name!r} in the group "
             f"{ENTRY_POINT_GROUP!r}; install the one that provides it"
         )
-    if not _registry.autoload:
+    if not _discovery.autoload():
         message += (
             f". {ENV_DISABLE_AUTOLOAD} is set, so installed plugins were not scanned; "
             "unset it to find them"
@@ -191,13 +316,19 @@ def _not_found(name: str, subject: str) -> str:
 
 
 def _load(spec: BackendSpec, device: int | None) -> Any:
-    what = spec.name if device is None else f"{spec.name}:{device}"
+    what = _spelling((spec.name, device))
     try:
         obj = spec.load(device)
     except BackendError:
         raise  # the plugin already said what is wrong, in eventapi's own terms
     except Exception as exc:
         raise BackendUnavailableError(f"backend {what!r} failed to load: {_describe(exc)}") from exc
+    except SystemExit as exc:
+        # A plugin must not end the program it was loaded into; its caller decides that.
+        raise BackendError(
+            f"backend {what!r}: its load() called sys.exit({exc.code!r}); the plugin is "
+            "broken, report it to its distribution"
+        ) from exc
     missing = [member for member in _PROTOCOL_MEMBERS if not hasattr(obj, member)]
     if missing:
         raise BackendError(

@@ -73,4 +73,12 @@ def load(device: int | None) -> object:
 @eventapi.hookimpl
 def eventapi_backends() -> Iterator[BackendSpec]:
     """The ``hip`` backend's :class:`~eventapi.BackendSpec`."""
-    yield BackendSpec(name="hip", load=load, priority=100, probe=probe, install_hint=INSTALL_HINT)
+    # default_device: load(None) is device 0, so "hip" and "hip:0" are one selected object.
+    yield BackendSpec(
+        name="hip",
+        load=load,
+        priority=100,
+        probe=probe,
+        install_hint=INSTALL_HINT,
+        default_device=0,
+    )
