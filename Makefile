@@ -3,7 +3,8 @@
 #              on host and on cuda and hip over the emulated drivers; then `make matrix`
 # make matrix  pytest and the conformance kit on every other supported CPython (3.11 to 3.13),
 #              each in its own .venv-3.X; an interpreter not found is skipped with a message
-# Both create .venv on first use and are idempotent.
+# Both create .venv on first use and are idempotent. `make test MATRIX_VERSIONS=` tests only
+# .venv's interpreter, for a quicker loop while developing.
 
 PYTHON ?= python3
 VENV   := .venv

@@ -117,7 +117,8 @@ def wheelhouse() -> Path:
     """build/wheelhouse holding, for this interpreter, pluggy and each major's cuda-bindings."""
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     for version in BINDINGS.values():
-        if not list(WHEELHOUSE.glob(f"cuda_bindings-{version}-{tag}-*.whl")):
+        wanted = (f"cuda_bindings-{version}-{tag}-*.whl", "cuda_pathfinder-*.whl", "pluggy-*.whl")
+        if not all(list(WHEELHOUSE.glob(pattern)) for pattern in wanted):
             # With its dependencies (cuda-pathfinder); pluggy for eventapi-core.
             requirements = (f"cuda-bindings=={version}", "pluggy>=1.5,<2")
             run(sys.executable, "-m", "pip", "download", "-q", "-d", WHEELHOUSE, *requirements)
