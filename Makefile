@@ -1,7 +1,10 @@
 # make check   set up .venv and run the main job: the backend table and `eventapi check`
 # make test    set up .venv and run every test: ruff, mypy --strict, pytest, the conformance kit
-#              on host and on cuda and hip over the emulated drivers
-# Both create .venv on first use and are idempotent.
+#              on host and on cuda and hip over the emulated drivers; then `make matrix`
+# make matrix  pytest and the conformance kit on every other supported CPython (3.11 to 3.13),
+#              each in its own .venv-3.X; an interpreter not found is skipped with a message
+# Both create .venv on first use and are idempotent. `make test MATRIX_VERSIONS=` tests only
+# .venv's interpreter, for a quicker loop while developing.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -13,7 +16,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra -Werror -std=c11
 EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
-.PHONY: all check test lint typecheck pytest conformance emulated bench clean
+.PHONY: all check test lint typecheck pytest conformance matrix emulated bench clean
 
 all: test
 
@@ -62,11 +65,37 @@ conformance: $(STAMP) emulated
 	$(PRELOAD_HIP) $(KIT) --eventapi-backend=hip
 	$(PRELOAD_HIP) $(KIT) --eventapi-backend=eventapi_hip:HipBackend
 
-test: lint typecheck pytest conformance
+# The supported CPythons. The one .venv runs on is tested by `pytest` and `conformance`; each
+# other one is found as pythonX.Y on PATH, else under pyenv, and gets a venv of its own in which
+# the same two targets run. Lint and type checks do not depend on the interpreter.
+# MATRIX_REQUIRED=1 (as CI sets it) turns a missing interpreter into a failure.
+MATRIX_VERSIONS ?= 3.11 3.12 3.13
+MATRIX_REQUIRED ?=
+PYENV_ROOT ?= $(HOME)/.pyenv
+
+matrix: $(STAMP) emulated
+	@set -e; \
+	main=$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	for v in $(MATRIX_VERSIONS); do \
+		if [ "$$v" = "$$main" ]; then continue; fi; \
+		py=""; \
+		for c in python$$v $(PYENV_ROOT)/versions/$$v.*/bin/python$$v; do \
+			if $$c -c 'import sys' >/dev/null 2>&1; then py=$$c; break; fi; \
+		done; \
+		if [ -z "$$py" ]; then \
+			echo "matrix: SKIPPED CPython $$v: no working python$$v on PATH or under $(PYENV_ROOT)/versions"; \
+			if [ -n "$(MATRIX_REQUIRED)" ]; then exit 1; fi; \
+			continue; \
+		fi; \
+		echo "matrix: CPython $$v ($$py) in .venv-$$v"; \
+		$(MAKE) --no-print-directory VENV=.venv-$$v PYTHON=$$py pytest conformance; \
+	done
+
+test: lint typecheck pytest conformance matrix
 
 bench: $(STAMP) emulated
 	$(BIN)/python benchmarks/import_cost.py
 	LD_PRELOAD=$(CURDIR)/$(EMU)/libcuda.so.1 $(BIN)/python benchmarks/fence_window.py cuda
 
 clean:
-	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-3.* build .mypy_cache .ruff_cache .pytest_cache

@@ -152,19 +152,89 @@ def test_no_device_after_initialization_is_unavailable(emu: EmulatedDriver) -> N
         load_backend(0)
 
 
-def test_a_driver_older_than_the_binding_is_named_with_both_versions() -> None:
-    emu = load("cuda")
+def _binding_short() -> tuple[str, str]:
+    """The installed cuda-bindings as ("13", "13.5")."""
     binding = importlib.metadata.version("cuda-bindings")
-    major = binding.split(".")[0]
-    short = ".".join(binding.split(".")[:2])
-    emu.set_driver_version(11080)
+    return binding.split(".")[0], ".".join(binding.split(".")[:2])
+
+
+@pytest.mark.parametrize(
+    ("driver", "fix"),
+    [
+        # A 12.x driver under a 13.x binding: the extra that pins the 12.x binding fixes it.
+        (12040, 'pip install "eventapi-core[cuda12]" for this driver, or update the driver'),
+        # No extra fits a CUDA 11 driver: only a newer driver does.
+        (11080, "update the NVIDIA driver (CUDA 12.0 or newer)"),
+    ],
+)
+def test_a_driver_older_than_the_binding_names_the_fix(driver: int, fix: str) -> None:
+    emu = load("cuda")
+    major, short = _binding_short()
+    if int(major) * 1000 <= driver:
+        pytest.skip(f"cuda-bindings {short} runs on a CUDA {driver} driver")
+    emu.set_driver_version(driver)
     try:
         reason = cuda_plugin.probe()
     finally:
         emu.set_driver_version(None)
-    assert reason == (
-        f"driver supports CUDA 11.8, cuda-bindings {short} needs {major}.0; update the driver"
-    )
+    shown = f"{driver // 1000}.{driver % 1000 // 10}"
+    assert reason == f"driver supports CUDA {shown}, cuda-bindings {short} needs {major}.0; {fix}"
+
+
+def _hip_binding_version() -> tuple[int, int]:
+    from rocm.version import HIP_VERSION_TUPLE
+
+    return int(HIP_VERSION_TUPLE[0]), int(HIP_VERSION_TUPLE[1])
+
+
+@pytest.mark.parametrize(
+    ("runtime", "fix"),
+    [
+        (60241133, 'pip install "hip-python~=6.2.0" for this runtime, or update ROCm'),
+        (70200000, 'pip install "hip-python~=7.2.0" for this runtime, or update ROCm'),
+        (60041133, "update ROCm (eventapi-hip needs 6.2 or newer)"),
+    ],
+)
+def test_a_hip_runtime_older_than_the_binding_names_the_fix(runtime: int, fix: str) -> None:
+    emu = load("hip")
+    major, minor = _hip_binding_version()
+    emu.set_driver_version(runtime)
+    try:
+        reason = hip_plugin.probe()
+    finally:
+        emu.set_driver_version(None)
+    shown = f"{runtime // 10_000_000}.{runtime // 100_000 % 100}"
+    assert reason == f"HIP runtime {shown}, hip-python built for HIP {major}.{minor}; {fix}"
+
+
+def test_a_hip_runtime_as_new_as_the_binding_is_usable() -> None:
+    emu = load("hip")
+    major, minor = _hip_binding_version()
+    for runtime in (major * 10_000_000 + minor * 100_000 + 26333, (major + 1) * 10_000_000):
+        emu.set_driver_version(runtime)
+        try:
+            assert hip_plugin.probe() is None, runtime
+        finally:
+            emu.set_driver_version(None)
+
+
+def test_the_driver_version_is_chosen_for_a_whole_process_by_the_environment() -> None:
+    # What a machine with an older driver shows from its first call, as the packaging tests
+    # use it for a fresh venv's `eventapi` command.
+    build()
+    env = _env_without_drivers()
+    env["LD_PRELOAD"] = f"{library_path('cuda')}:{library_path('hip')}"
+    env["EMU_CUDA_DRIVER_VERSION"] = "12040"
+    env["EMU_HIP_RUNTIME_VERSION"] = "60241133"
+    out, _ = _run(_NO_DRIVER_SCRIPT, env)
+    probes = out["probes"]
+    assert isinstance(probes, dict)
+    major, _ = _binding_short()
+    if int(major) > 12:
+        assert str(probes["cuda"]).startswith("driver supports CUDA 12.4, ")
+        assert 'pip install "eventapi-core[cuda12]"' in str(probes["cuda"])
+    assert str(probes["hip"]).startswith("HIP runtime 6.2, ")
+    assert 'pip install "hip-python~=6.2.0"' in str(probes["hip"])
 
 
 @pytest.mark.parametrize("name", ["cuda", "hip"])

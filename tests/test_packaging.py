@@ -1,10 +1,13 @@
-"""The distributions as users get them: built wheels, a fresh virtual environment, pip.
+"""The distributions as users get them: built wheels, fresh virtual environments, pip.
 
 Builds the wheels of eventapi-core, eventapi-cuda and eventapi-hip from a copy of their folders
-(so the checkout gets no build/ litter), installs ``eventapi-core[cuda]`` into a new venv with
-pip, and asks the installed ``eventapi`` command what it finds. This machine has no NVIDIA
-driver, so ``cuda`` must be listed as unavailable with that reason, not fail. Dependencies
-(pluggy, cuda-bindings) come from the configured package index, through pip's cache.
+(so the checkout gets no build/ litter), installs the CUDA extras into new venvs with pip, and
+asks the installed ``eventapi`` command what it finds: without a driver (this machine has none),
+and on the emulated driver reporting a CUDA 12.x or 13.x version, as a user's machine would.
+
+Third-party wheels (pluggy, cuda-bindings of each major) are downloaded once per interpreter
+into build/wheelhouse and kept there; the venvs install with ``--no-index`` from it and from the
+freshly built wheels, so a warm run fetches nothing.
 
 It also installs the third-party example backend in tests/toy_backend/ the same way and runs the
 conformance kit on it: the public names and one entry point are enough to plug a backend in.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from emulated_driver import build, library_path
 from kit_run import KIT, run_pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -33,20 +38,33 @@ from eventapi import _discovery
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTIONS = ("eventapi-core", "eventapi-cuda", "eventapi-hip")
 TOY = Path(__file__).resolve().parent / "toy_backend"
-# Generous: a cold pip cache downloads cuda-bindings; a warm run takes seconds.
+WHEELHOUSE = ROOT / "build" / "wheelhouse"
+# The cuda-bindings release of each major the extras are proven with: the newest 12.x, and the
+# 13.x requirements-dev.txt pins.
+BINDINGS = {12: Version("12.9.10"), 13: Version("13.5.0")}
+# Generous: a cold wheelhouse downloads cuda-bindings; a warm run takes seconds.
 PIP_TIMEOUT_S = 300
 
 
-def clean_env() -> dict[str, str]:
+def clean_env(**extra: str) -> dict[str, str]:
     """The environment without anything that would steer eventapi or the import system."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("EVENTAPI_")
+        if not key.startswith(("EVENTAPI_", "EMU_"))
         and key not in {"PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV"}
     }
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
     return env
+
+
+def on_driver(cuda_version: int) -> dict[str, str]:
+    """The environment of a machine whose NVIDIA driver supports ``cuda_version`` (12040: 12.4)."""
+    build()
+    return clean_env(
+        LD_PRELOAD=str(library_path("cuda")), EMU_CUDA_DRIVER_VERSION=str(cuda_version)
+    )
 
 
 def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
@@ -73,22 +91,83 @@ def copy_source(source: Path, target: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with the three wheels, built by pip from copies of the folders."""
+    """A folder with the three wheels, built by pip from copies of the folders.
+
+    What the build printed is kept beside them in ``build-output.txt``.
+    """
     base = tmp_path_factory.mktemp("packaging")
     sources = [copy_source(ROOT / name, base / "src" / name) for name in DISTRIBUTIONS]
     out = base / "wheels"
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, *sources)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, *sources]
+    done = subprocess.run(
+        [str(arg) for arg in command],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=PIP_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"pip wheel exited {done.returncode}\n{done.stdout}{done.stderr}"
+    (base / "build-output.txt").write_text(done.stdout + done.stderr)
     return out
 
 
+@pytest.fixture(scope="module")
+def wheelhouse() -> Path:
+    """build/wheelhouse holding, for this interpreter, pluggy and each major's cuda-bindings."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    for version in BINDINGS.values():
+        wanted = (f"cuda_bindings-{version}-{tag}-*.whl", "cuda_pathfinder-*.whl", "pluggy-*.whl")
+        if not all(list(WHEELHOUSE.glob(pattern)) for pattern in wanted):
+            # With its dependencies (cuda-pathfinder); pluggy for eventapi-core.
+            requirements = (f"cuda-bindings=={version}", "pluggy>=1.5,<2")
+            run(sys.executable, "-m", "pip", "download", "-q", "-d", WHEELHOUSE, *requirements)
+    return WHEELHOUSE
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    """A new, empty virtual environment; its python."""
+    # No pip inside: this interpreter's pip installs into it (--python), which saves seconds.
+    run(sys.executable, "-m", "venv", "--without-pip", tmp_path / "venv")
+    return tmp_path / "venv" / "bin" / "python"
+
+
+def pip_install(python: Path, *requirements: str, wheels: Path, wheelhouse: Path) -> None:
+    """``pip install REQUIREMENTS`` into ``python``'s venv from the local wheels only."""
+    find = ("--find-links", str(wheels), "--find-links", str(wheelhouse))
+    run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-index", *find,
+        *requirements)  # fmt: skip
+
+
+def installed(python: Path, distribution: str) -> Version:
+    code = f"import importlib.metadata as m; print(m.version({distribution!r}))"
+    return Version(run(python, "-c", code).strip())
+
+
+def backends(python: Path, env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """``eventapi backends --json`` of the venv, by backend name."""
+    eventapi_command = python.parent / "eventapi"
+    rows = json.loads(run(eventapi_command, "backends", "--json", cwd=python.parent, env=env))
+    return {row["name"]: row for row in rows}
+
+
 def metadata(wheels: Path, distribution: str) -> list[str]:
-    """The Requires-Dist values of one built wheel."""
+    """The METADATA lines of one built wheel."""
     (wheel,) = wheels.glob(f"{distribution.replace('-', '_')}-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
-        text = archive.read(name).decode()
-    prefix = "Requires-Dist: "
-    return [line.removeprefix(prefix) for line in text.splitlines() if line.startswith(prefix)]
+        return archive.read(name).decode().splitlines()
+
+
+def field(wheels: Path, distribution: str, name: str) -> list[str]:
+    """The values of one METADATA field (``Requires-Dist``, ``Classifier`` ...)."""
+    prefix = f"{name}: "
+    return [
+        line.removeprefix(prefix)
+        for line in metadata(wheels, distribution)
+        if line.startswith(prefix)
+    ]
 
 
 def wheel_version(wheels: Path, distribution: str) -> Version:
@@ -96,62 +175,83 @@ def wheel_version(wheels: Path, distribution: str) -> Version:
     return Version(wheel.name.split("-")[1])
 
 
-def assert_two_sided(requirement: Requirement) -> None:
-    operators = {spec.operator for spec in requirement.specifier}
-    assert operators & {">=", ">", "~=", "=="}, f"{requirement} has no lower bound"
-    assert operators & {"<", "<=", "~=", "=="}, f"{requirement} has no upper bound"
-
-
-def test_extras_pin_the_backends_in_both_directions(wheels: Path) -> None:
-    extras: dict[str, list[Requirement]] = {}
-    for line in metadata(wheels, "eventapi-core"):
+def extras(wheels: Path) -> dict[str, dict[str, Requirement]]:
+    """eventapi-core's extras: for each, its requirements by distribution name."""
+    found: dict[str, dict[str, Requirement]] = {}
+    names = field(wheels, "eventapi-core", "Provides-Extra")
+    for line in field(wheels, "eventapi-core", "Requires-Dist"):
         requirement = Requirement(line)
-        for extra in ("cuda", "hip", "all"):
+        for extra in names:
             if requirement.marker is not None and requirement.marker.evaluate({"extra": extra}):
-                extras.setdefault(extra, []).append(requirement)
-    assert {extra: sorted(r.name for r in reqs) for extra, reqs in extras.items()} == {
-        "cuda": ["eventapi-cuda"],
-        "hip": ["eventapi-hip"],
-        "all": ["eventapi-cuda", "eventapi-hip"],
-    }
-    for requirements in extras.values():
-        for requirement in requirements:
-            assert_two_sided(requirement)
-            # The extra admits the backend built from this checkout.
-            assert wheel_version(wheels, requirement.name) in requirement.specifier
+                found.setdefault(extra, {})[requirement.name] = requirement
+    return found
 
-    core = wheel_version(wheels, "eventapi-core")
+
+def test_the_three_distributions_share_one_version_and_pin_each_other_to_it(
+    wheels: Path,
+) -> None:
+    (version,) = {wheel_version(wheels, name) for name in DISTRIBUTIONS}
+    for extra, requirements in extras(wheels).items():
+        for name, requirement in requirements.items():
+            if name.startswith("eventapi-"):
+                assert str(requirement.specifier) == f"=={version}", (extra, requirement)
     for backend in ("eventapi-cuda", "eventapi-hip"):
         (on_core,) = [
             Requirement(line)
-            for line in metadata(wheels, backend)
+            for line in field(wheels, backend, "Requires-Dist")
             if Requirement(line).name == "eventapi-core"
         ]
-        assert_two_sided(on_core)
-        assert core in on_core.specifier
+        assert str(on_core.specifier) == f"=={version}"
+
+
+def test_each_cuda_extra_pins_its_binding_major(wheels: Path) -> None:
+    found = extras(wheels)
+    assert {extra: sorted(reqs) for extra, reqs in found.items()} == {
+        "cuda12": ["cuda-bindings", "eventapi-cuda"],
+        "cuda13": ["cuda-bindings", "eventapi-cuda"],
+        "cuda": ["eventapi-cuda"],  # pip picks the newest major eventapi-cuda allows
+        "hip": ["eventapi-hip"],
+        "all": ["eventapi-cuda", "eventapi-hip"],
+        "testing": ["hypothesis", "pytest"],
+    }
+    twelve, thirteen = (found[f"cuda{major}"]["cuda-bindings"].specifier for major in (12, 13))
+    assert BINDINGS[12] in twelve
+    assert BINDINGS[13] not in twelve
+    assert BINDINGS[13] in thirteen
+    assert BINDINGS[12] not in thirteen
+    assert Version("12.0") not in twelve
+    assert Version("14.0") not in thirteen
+    # eventapi-cuda itself admits both majors, and nothing newer than it was tested with.
+    (binding,) = [
+        Requirement(line)
+        for line in field(wheels, "eventapi-cuda", "Requires-Dist")
+        if Requirement(line).name == "cuda-bindings"
+    ]
+    assert BINDINGS[12] in binding.specifier
+    assert BINDINGS[13] in binding.specifier
+    assert Version("14.0") not in binding.specifier
+
+
+def test_the_metadata_states_the_license_and_the_platforms(wheels: Path) -> None:
+    output = (wheels.parent / "build-output.txt").read_text()
+    assert "deprecated" not in output.lower(), output
+    for name in DISTRIBUTIONS:
+        assert field(wheels, name, "License-Expression") == ["MIT"]
+        assert field(wheels, name, "Requires-Python") == [">=3.11"]
+        classifiers = set(field(wheels, name, "Classifier"))
+        assert "Operating System :: POSIX :: Linux" in classifiers
+        assert "Programming Language :: Python :: Implementation :: CPython" in classifiers
+        versions = {c.rsplit(" :: ", 1)[1] for c in classifiers if c.count(".") == 1}
+        assert versions == {"3.11", "3.12", "3.13"}, name
 
 
 def test_fresh_venv_lists_cuda_as_unavailable_without_a_driver(
-    wheels: Path, tmp_path: Path
+    wheels: Path, wheelhouse: Path, venv: Path
 ) -> None:
-    venv = tmp_path / "venv"
-    # No pip inside: this interpreter's pip installs into it (--python), which saves seconds.
-    run(sys.executable, "-m", "venv", "--without-pip", venv)
-    python = venv / "bin" / "python"
-    run(
-        sys.executable,
-        "-m",
-        "pip",
-        "--python",
-        python,
-        "install",
-        "-q",
-        "--find-links",
-        wheels,
-        "eventapi-core[cuda]",
-    )
-    rows = json.loads(run(venv / "bin" / "eventapi", "backends", "--json", cwd=tmp_path))
-    by_name = {row["name"]: row for row in rows}
+    pip_install(venv, "eventapi-core[cuda]", wheels=wheels, wheelhouse=wheelhouse)
+    # [cuda] is the newest major: what the docs say it picks.
+    assert installed(venv, "cuda-bindings").major == max(BINDINGS)
+    by_name = backends(venv, clean_env())
     assert set(by_name) == {"cuda", "host"}  # the [cuda] extra brings cuda, and only cuda
     assert by_name["host"]["status"] == "ok"
     cuda = by_name["cuda"]
@@ -169,9 +269,46 @@ def test_fresh_venv_lists_cuda_as_unavailable_without_a_driver(
         "except eventapi.BackendUnavailableError as exc:\n"
         "    print(exc)\n"
     )
-    refusal = run(python, "-c", probe, cwd=tmp_path)
+    refusal = run(venv, "-c", probe, cwd=venv.parent)
     assert "cannot be used here" in refusal
     assert cuda["reason"] in refusal
+
+
+def test_on_a_cuda12_driver_the_reason_names_the_command_that_makes_cuda_work(
+    wheels: Path, wheelhouse: Path, venv: Path
+) -> None:
+    driver = on_driver(12040)
+    # The backend without its binding: the reason already names the extra for this driver.
+    pip_install(venv, "eventapi-core", wheels=wheels, wheelhouse=wheelhouse)
+    pip_install(venv, "--no-deps", "eventapi-cuda", wheels=wheels, wheelhouse=wheelhouse)
+    reason = backends(venv, driver)["cuda"]["reason"]
+    assert reason == 'cuda-bindings is not installed; pip install "eventapi-core[cuda12]"'
+
+    # The plain [cuda] extra brings the 13.x binding, which cannot run on this driver.
+    pip_install(venv, "eventapi-core[cuda]", wheels=wheels, wheelhouse=wheelhouse)
+    assert installed(venv, "cuda-bindings").major == 13
+    cuda = backends(venv, driver)["cuda"]
+    assert cuda["status"].startswith("unavailable: driver supports CUDA 12.4, cuda-bindings 13.")
+    (command,) = re.findall(r'pip install "([^"]+)"', cuda["reason"])
+    assert command == "eventapi-core[cuda12]"
+
+    # The command the reason names is the fix: cuda works on this driver afterwards.
+    pip_install(venv, command, wheels=wheels, wheelhouse=wheelhouse)
+    assert installed(venv, "cuda-bindings") == BINDINGS[12]
+    assert backends(venv, driver)["cuda"]["status"] == "ok"
+    run(venv.parent / "eventapi", "check", "cuda", cwd=venv.parent, env=driver)
+    # A 12.x binding keeps working when the driver is updated to 13.x.
+    assert backends(venv, on_driver(13000))["cuda"]["status"] == "ok"
+
+
+def test_on_a_cuda13_driver_the_cuda13_extra_works(
+    wheels: Path, wheelhouse: Path, venv: Path
+) -> None:
+    pip_install(venv, "eventapi-core[cuda13]", wheels=wheels, wheelhouse=wheelhouse)
+    assert installed(venv, "cuda-bindings") == BINDINGS[13]
+    driver = on_driver(13000)
+    assert backends(venv, driver)["cuda"]["status"] == "ok"
+    run(venv.parent / "eventapi", "check", "cuda", cwd=venv.parent, env=driver)
 
 
 # -- a third-party backend ----------------------------------------------------------------------

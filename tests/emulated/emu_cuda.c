@@ -13,8 +13,10 @@
 #define _GNU_SOURCE
 #include "emu_core.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int CUresult;
@@ -50,8 +52,9 @@ enum {
     CUDA_ERROR_UNKNOWN = 999,
 };
 
-/* The version cuDriverGetVersion reports unless emu_set_driver_version says otherwise. */
-#define EMU_CUDA_DRIVER_VERSION 13000
+/* The version cuDriverGetVersion reports when neither the environment (EMU_CUDA_DRIVER_VERSION)
+ * nor emu_set_driver_version says otherwise. */
+#define EMU_CUDA_DEFAULT_DRIVER_VERSION 13000
 
 #define CU_STREAM_LEGACY ((uintptr_t)0x1)
 #define CU_STREAM_PER_THREAD ((uintptr_t)0x2)
@@ -173,10 +176,30 @@ static CUresult impl_cuInit(unsigned int flags) {
     return CUDA_SUCCESS;
 }
 
+/*
+ * The driver version this process reports unless emu_set_driver_version overrides it:
+ * EMU_CUDA_DRIVER_VERSION as CUDA encodes it (12040 for CUDA 12.4), else 13000. Read once, so
+ * a test picks the driver a whole subprocess sees, as a machine's installed driver would be.
+ */
+static int env_version;
+static void read_env_version(void) {
+    const char *v = getenv("EMU_CUDA_DRIVER_VERSION");
+    char *end = NULL;
+    long n = v != NULL ? strtol(v, &end, 10) : 0;
+    env_version = end != NULL && end != v && *end == '\0' && n > 0 && n < 1000000
+                      ? (int)n
+                      : EMU_CUDA_DEFAULT_DRIVER_VERSION;
+}
+static int default_driver_version(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_env_version);
+    return env_version;
+}
+
 static CUresult impl_cuDriverGetVersion(int *version) {
     ENTER("cuDriverGetVersion");
     if (version == NULL) return CUDA_ERROR_INVALID_VALUE;
-    *version = emuc_driver_version(EMU_CUDA_DRIVER_VERSION);
+    *version = emuc_driver_version(default_driver_version());
     return CUDA_SUCCESS;
 }
 

@@ -10,8 +10,10 @@
 #define _GNU_SOURCE
 #include "emu_core.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 typedef int hipError_t;
 typedef void *hipEvent_t;
@@ -40,8 +42,9 @@ enum {
     hipErrorUnknown = 999,
 };
 
-/* HIP 7.15, encoded as major * 10000000 + minor * 100000 + patch. */
-#define EMU_HIP_VERSION 71500000
+/* HIP 7.15, encoded as major * 10000000 + minor * 100000 + patch; EMU_HIP_RUNTIME_VERSION in
+ * the environment or emu_set_driver_version says otherwise. */
+#define EMU_HIP_DEFAULT_VERSION 71500000
 
 #define HIP_STREAM_PER_THREAD ((uintptr_t)0x2)
 
@@ -139,17 +142,37 @@ hipError_t hipInit(unsigned int flags) {
     return emuc_device_count() == 0 ? hipErrorNoDevice : hipSuccess;
 }
 
+/*
+ * The version this process reports unless emu_set_driver_version overrides it:
+ * EMU_HIP_RUNTIME_VERSION as HIP encodes it (60241133 for HIP 6.2), else HIP 7.15. Read once,
+ * so a test picks the runtime a whole subprocess sees, as a machine's installed ROCm would be.
+ */
+static int env_version;
+static void read_env_version(void) {
+    const char *v = getenv("EMU_HIP_RUNTIME_VERSION");
+    char *end = NULL;
+    long n = v != NULL ? strtol(v, &end, 10) : 0;
+    env_version = end != NULL && end != v && *end == '\0' && n > 0 && n < 2000000000L
+                      ? (int)n
+                      : EMU_HIP_DEFAULT_VERSION;
+}
+static int default_version(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_env_version);
+    return env_version;
+}
+
 hipError_t hipDriverGetVersion(int *driverVersion) {
     ENTER("hipDriverGetVersion");
     if (driverVersion == NULL) return hipErrorInvalidValue;
-    *driverVersion = emuc_driver_version(EMU_HIP_VERSION);
+    *driverVersion = emuc_driver_version(default_version());
     return hipSuccess;
 }
 
 hipError_t hipRuntimeGetVersion(int *runtimeVersion) {
     ENTER("hipRuntimeGetVersion");
     if (runtimeVersion == NULL) return hipErrorInvalidValue;
-    *runtimeVersion = emuc_driver_version(EMU_HIP_VERSION);
+    *runtimeVersion = emuc_driver_version(default_version());
     return hipSuccess;
 }
 

@@ -21,6 +21,8 @@ __all__ = ["eventapi_backends", "load", "probe"]
 INSTALL_HINT = 'pip install "eventapi-core[cuda]"'
 _LIBRARY = "libcuda.so.1"
 _CUDA_ERROR_NO_DEVICE = 100
+# The extra of eventapi-core that pins the cuda-bindings major of each driver's CUDA major.
+_EXTRAS = {12: "cuda12", 13: "cuda13"}
 
 
 def probe() -> str | None:
@@ -28,34 +30,54 @@ def probe() -> str | None:
 
     Cheap and import-free: the binding's presence from its metadata, the driver library
     (already mapped, or loadable), the driver's CUDA version against the binding's, and the
-    device count, asked of the library through ctypes.
+    device count, asked of the library through ctypes. Where installing is the fix, the reason
+    ends with the command, with the extra that fits the driver's CUDA major.
     """
     try:
         installed = importlib.util.find_spec("cuda.bindings") is not None
         binding_version = importlib.metadata.version("cuda-bindings")
     except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
         installed = False
-    if not installed:
-        return f"cuda-bindings is not installed; {INSTALL_HINT}"
     library = open_driver_library([_LIBRARY])
+    if not installed:
+        driver = None if library is None else _driver_version(library)
+        return f"cuda-bindings is not installed; {_install_command(driver)}"
     if library is None:
         return f"no NVIDIA driver library ({_LIBRARY}) found; install the NVIDIA driver"
     return _version_reason(library, binding_version) or _device_reason(library)
 
 
-def _version_reason(library: ctypes.CDLL, binding_version: str) -> str | None:
-    # cuda-bindings N.x asks the driver for the N.0 versions of its entry points.
+def _install_command(driver: int | None) -> str:
+    """The pip command for the extra that fits a driver version (None: not known)."""
+    extra = None if driver is None else _EXTRAS.get(driver // 1000)
+    return INSTALL_HINT if extra is None else f'pip install "eventapi-core[{extra}]"'
+
+
+def _driver_version(library: ctypes.CDLL) -> int | None:
+    """The CUDA version the driver supports, as CUDA encodes it (12040: 12.4), or None."""
     status, version = c_int_out(library, "cuDriverGetVersion")
-    if status:
-        return f"{_LIBRARY} fails cuDriverGetVersion (status {status}); reinstall the NVIDIA driver"
+    return None if status else version
+
+
+def _version_reason(library: ctypes.CDLL, binding_version: str) -> str | None:
+    # cuda-bindings N.x asks the driver for the N.0 versions of its entry points, so it needs a
+    # driver for CUDA N.0 or newer; an older binding runs on a newer driver.
+    version = _driver_version(library)
+    if version is None:
+        return f"{_LIBRARY} fails cuDriverGetVersion; reinstall the NVIDIA driver"
     needed = int(binding_version.split(".", maxsplit=1)[0])
-    if version < needed * 1000:
-        short = ".".join(binding_version.split(".")[:2])
-        return (
-            f"driver supports CUDA {version // 1000}.{version % 1000 // 10}, cuda-bindings "
-            f"{short} needs {needed}.0; update the driver"
-        )
-    return None
+    if version >= needed * 1000:
+        return None
+    short = ".".join(binding_version.split(".")[:2])
+    found = f"driver supports CUDA {version // 1000}.{version % 1000 // 10}, cuda-bindings {short}"
+    extra = _EXTRAS.get(version // 1000)
+    if extra is None:
+        oldest = min(_EXTRAS)
+        return f"{found} needs {needed}.0; update the NVIDIA driver (CUDA {oldest}.0 or newer)"
+    return (
+        f'{found} needs {needed}.0; pip install "eventapi-core[{extra}]" for this driver, '
+        "or update the driver"
+    )
 
 
 def _device_reason(library: ctypes.CDLL) -> str | None:
