@@ -87,12 +87,14 @@ def test_a_handle_dropped_after_its_modules_globals_were_cleared_is_silent() -> 
 
 # The child's verdict is its exit status; what went wrong is printed on its stderr.
 _FORK_HARNESS = """
-import gc, os, signal, sys, traceback
+import gc, os, signal, sys, traceback, warnings
 import eventapi
 from eventapi import EventFence, EventStateError
 
 
 def in_child(body):
+    # Python 3.12+ warns about forking a process with threads; that is the case under test.
+    warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
     pid = os.fork()
     if pid == 0:
         signal.alarm(20)  # a hang in the child must not outlive the test
