@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import logging
+import pickle
 import threading
 import time
 from collections.abc import Iterator
@@ -472,3 +474,17 @@ def test_a_backend_with_only_the_protocol_works(api: HostBackend) -> None:
         spans = prof.collect()
     assert [(s.name, s.depth) for s in spans] == [("outer", 0), ("inner", 1)]
     assert all(isinstance(s, Span) and s.stream.startswith("protocol-only:") for s in spans)
+
+
+@pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_a_profiler_and_its_windows_cannot_be_copied(
+    prof: EventProfiler[Any, Any], duplicate: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    window = prof.start("w")
+    for owner, name in ((prof, "EventProfiler"), (window, "Window")):
+        with pytest.raises(TypeError, match=f"{name} cannot be copied or pickled"):
+            duplicate(owner)
+    window.stop()
+    assert [span.name for span in prof.collect()] == ["w"]
+    gc.collect()
+    assert capfd.readouterr() == ("", "")

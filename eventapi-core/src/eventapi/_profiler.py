@@ -14,12 +14,14 @@ import logging
 import sys
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar, final
+from typing import Any, Final, Generic, TypeVar, cast, final
 
 from ._anchor import ANCHOR_SAMPLES, Anchor, sample_anchor
+from ._capabilities import capabilities_of
 from ._errors import EventStateError
 from ._pool import EventPool
 from ._protocol import EventApi, SupportsCaptureCheck
+from ._single_owner import SingleOwner
 
 __all__ = ["EventProfiler", "Span", "Stats", "Window"]
 
@@ -75,13 +77,16 @@ class Stats:
 
 
 @final
-class Window(Generic[E]):
+class Window(SingleOwner, Generic[E]):
     """One profiling window, opened by :meth:`EventProfiler.window` or :meth:`EventProfiler.start`.
 
     One-shot: :meth:`stop` once, or leave a ``with`` block. A window opened while the stream was
     capturing a graph is *skipped*: it holds no event and its :meth:`stop` and ``with`` exit do
-    nothing. Use it on the thread that uses its profiler.
+    nothing. Use it on the thread that uses its profiler. It holds its profiler's events:
+    ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`.
     """
+
+    _COPY_HINT = "stop this window once and open a new one with profiler.window(name)"
 
     __slots__ = ("_depth", "_end", "_name", "_profiler", "_seq", "_skipped", "_start", "_state")
 
@@ -158,7 +163,7 @@ class Window(Generic[E]):
 
 
 @final
-class EventProfiler(Generic[E, S]):
+class EventProfiler(SingleOwner, Generic[E, S]):
     """Profiling windows on one stream of any :class:`~eventapi.EventApi` backend.
 
     ``stream=None`` makes the profiler create its own non-blocking stream (see :attr:`stream`,
@@ -170,8 +175,12 @@ class EventProfiler(Generic[E, S]):
     stopping windows never blocks; :meth:`collect`, :meth:`close` and the first read of
     :attr:`anchor` wait for the stream.
 
-    Raises :class:`~eventapi.DriverError` when the backend refuses the stream or an event.
+    A profiler owns its events and streams: ``copy``, ``deepcopy`` and ``pickle`` raise
+    :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object, and
+    :class:`~eventapi.DriverError` when the backend refuses the stream or an event.
     """
+
+    _COPY_HINT = "share the profiler itself, or create another EventProfiler"
 
     __slots__ = (
         "__weakref__",
@@ -193,7 +202,8 @@ class EventProfiler(Generic[E, S]):
     def __init__(
         self, api: EventApi[E, S], stream: S | None = None, *, label: str | None = None
     ) -> None:
-        # Every slot is set before anything can fail, so the finalizer always finds them.
+        capture = capabilities_of(api, "EventProfiler")[1]  # TypeError for a non-backend
+        # Every slot is set before anything else can fail, so the finalizer always finds them.
         self._api = api
         self._closed = True
         self._owns_stream = False
@@ -205,9 +215,8 @@ class EventProfiler(Generic[E, S]):
         self._seq = 0
         self._skipped = 0
         self._label = label if label is not None else f"{api.BACKEND}:{next(_labels)}"
-        # isinstance on a runtime protocol costs microseconds; decide once.
         self._capture: SupportsCaptureCheck[S] | None = (
-            api if isinstance(api, SupportsCaptureCheck) else None
+            cast("SupportsCaptureCheck[S]", api) if capture else None
         )
         if stream is None:
             self._stream: S = api.stream_create_non_blocking()
