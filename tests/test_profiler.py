@@ -183,10 +183,10 @@ def test_pooled_events_bound_the_handles_of_many_windows(
     api: HostBackend, prof: EventProfiler[Any, Any]
 ) -> None:
     # 10,000 windows collected every 100: the pool reuses events, so the backend never holds
-    # more than one batch's two events per window plus the anchor's samples, not 20,000.
-    # The first batch fills the pool to that high-water mark; every later batch reuses it and
-    # creates nothing.
-    bound = 2 * 100 + ANCHOR_SAMPLES
+    # more than one batch's two events per window plus the anchor's samples and the previous
+    # anchor's event (kept to measure the clock rate), not 20,000. The first batches fill the
+    # pool to that high-water mark; later batches reuse it and create nothing.
+    bound = 2 * 100 + ANCHOR_SAMPLES + 1
     highest = 0
     total = 0
     for batch in range(100):
@@ -197,7 +197,7 @@ def test_pooled_events_bound_the_handles_of_many_windows(
         total += len(prof.collect())
         highest = max(highest, api.live_handles().events)
         assert batch > 0 or highest >= 2 * 100  # the first batch did create its events
-        assert api.live_handles().events == highest
+        assert batch < 2 or api.live_handles().events == highest
     assert total == 10_000
     assert highest <= bound
     assert prof.summary()["w"].count == 10_000
@@ -330,11 +330,11 @@ def test_a_failed_destroy_on_close_is_logged(
     with prof.window("w"):
         pass
     api.inject_fault("event_destroy", count=3)
-    api.inject_fault("stream_destroy")
+    api.inject_fault("stream_destroy", count=2)  # the window stream and the anchor stream
     with caplog.at_level(logging.WARNING, logger="eventapi"):
         prof.close()
     assert "destroying a pooled event failed" in caplog.text
-    assert "destroying the profiler's stream failed" in caplog.text
+    assert caplog.text.count("destroying a stream of the profiler failed") == 2
     assert api.live_handles() == (0, 0)
 
 

@@ -12,10 +12,20 @@ Any other event already reached on the same stream is then placed without a furt
 its host time is the anchor's host time minus the device time from that event to the anchor
 event. Readings are clamped at zero, so the anchor must lie *after* the events it places;
 :class:`~eventapi.EventProfiler` takes it in ``collect()``, after the windows it reads.
+
+The device clock does not run at the host clock's rate (its oscillator is a few parts per
+million off, and NTP slews the host's). Two successive anchors measure the rate between them:
+the device time from one anchor event to the next over the host time between them. An event
+that lies between the two is placed by interpolating between them, so its error is the
+anchors' own, weighted by how near it lies to each; an event before the earlier anchor is
+placed from the later one at the measured rate. Before a second anchor exists, the rate is
+taken as 1 and the bound assumes :data:`ASSUMED_DRIFT`. :class:`Placement` does the
+arithmetic and states a bound for each event it places.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +33,18 @@ from typing import Final, TypeVar, final
 
 from ._protocol import EventApi
 
-__all__ = ["ANCHOR_SAMPLES", "Anchor", "sample_anchor"]
+__all__ = [
+    "ANCHOR_SAMPLES",
+    "ASSUMED_DRIFT",
+    "RATE_HISTORY",
+    "RATE_WANDER",
+    "READOUT_ERROR",
+    "TIMER_RESOLUTION_NS",
+    "Anchor",
+    "Earlier",
+    "Placement",
+    "sample_anchor",
+]
 
 E = TypeVar("E")
 S = TypeVar("S")
@@ -37,6 +58,37 @@ being preempted. Each costs one record and one wait on an idle stream, tens of m
 so five keep an anchor well under a millisecond while the best bracket stops improving.
 """
 
+ASSUMED_DRIFT: Final = 100e-6
+"""How far apart the device's and the host's clock rates are assumed to be before measured.
+
+100 parts per million: a quartz oscillator is specified to tens of ppm, the device's and the
+host's may err in opposite directions, and NTP slews the host's clock on top. An event placed
+before the rate is measured is off by at most this much of its distance to the anchor (100 us
+for a window one second before its collect).
+"""
+
+TIMER_RESOLUTION_NS: Final = 1_000
+"""The coarsest event timer resolution assumed: 1 us (CUDA's is about 0.5 us, HIP's 1 us).
+
+The core cannot ask a backend for it; the bound counts it once per device reading.
+"""
+
+READOUT_ERROR: Final = 2.0**-23
+"""Relative error of one device-time reading: the drivers return float32 milliseconds.
+
+A float32 keeps 24 significant bits, so a reading is rounded to within 2**-24 of itself
+(60 ns at one second); twice that covers the conversion to integer nanoseconds as well.
+"""
+
+RATE_WANDER: Final = 1e-6
+"""How much the clocks' relative rate is assumed to change between two successive anchors.
+
+Placement between two anchors assumes the rate they measured held throughout; an oscillator
+warming up, or NTP adjusting the host's frequency, changes it by less than a part per million
+over the seconds to minutes between collects. The bound adds this much of an event's distance
+to the nearer anchor, which is where a change of rate would show.
+"""
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -47,7 +99,8 @@ class Anchor:
     stamped the anchor event, taken as the middle of the tightest bracket. The true instant lies
     within ``uncertainty_ns`` of it (half the bracket, rounded up), so a timestamp placed from
     this anchor is within ``uncertainty_ns`` of the host time at which the device stamped it,
-    plus the device clock's own resolution. Users receive anchors; they never build one.
+    plus what its distance from the anchor adds (see :attr:`Span.uncertainty_ns`, which states
+    the whole bound for each span). Users receive anchors; they never build one.
     """
 
     host_ns: int
@@ -78,3 +131,102 @@ def sample_anchor(api: EventApi[E, S], stream: S, events: Sequence[E]) -> tuple[
     # Half the bracket rounded up on both sides, so [host_ns - u, host_ns + u] covers it.
     half = bracket // 2
     return Anchor(host_ns=before + half, uncertainty_ns=bracket - half), event
+
+
+RATE_HISTORY: Final = 8
+"""Earlier anchors kept to measure the clock rate over: the latest eight.
+
+A rate measured over a longer baseline is more precise (the anchors' errors are spread over
+more time), but only recent anchors tell the current rate, since NTP slews the host clock.
+Eight anchors keep the baseline long while letting a change of rate leave the estimate after
+eight collects.
+"""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """An earlier anchor, with the device time from it to the latest anchor and that reading's
+    error bound (the sum of the intervals read between them, each off by a tick and its
+    readout error)."""
+
+    anchor: Anchor
+    device_ns: int
+    error_ns: float
+
+    def advanced(self, interval_ns: int) -> Earlier:
+        """The same anchor seen from the next one, ``interval_ns`` device ns later."""
+        return Earlier(
+            self.anchor,
+            self.device_ns + interval_ns,
+            self.error_ns + _reading_error(interval_ns),
+        )
+
+
+def _reading_error(distance_ns: float) -> float:
+    return TIMER_RESOLUTION_NS + READOUT_ERROR * distance_ns
+
+
+@final
+class Placement:
+    """Places device events on the host clock from the latest anchor, and bounds each placement.
+
+    ``earlier`` holds earlier anchors (newest last), each with the device time from it to
+    ``anchor``. Events are given by their device distance before ``anchor``'s event. Two ways
+    of placing are tried and the one with the smaller bound wins:
+
+    * between the previous anchor and this one: interpolation. Its error is the two anchors'
+      own, weighted by nearness, plus the readings, plus a change of rate inside the interval
+      (:data:`RATE_WANDER`), which would show most midway;
+    * from this anchor back, at the rate measured over the earlier anchor that measures it
+      best (or, with none, at rate 1 with :data:`ASSUMED_DRIFT`): this anchor's error plus the
+      distance times the rate's own error.
+    """
+
+    __slots__ = ("_anchor", "_previous", "_rate", "_rate_error")
+
+    def __init__(self, anchor: Anchor, earlier: tuple[Earlier, ...] = ()) -> None:
+        self._anchor = anchor
+        usable = [e for e in earlier if e.device_ns > 0 and anchor.host_ns > e.anchor.host_ns]
+        self._previous = usable[-1] if usable else None
+        self._rate = 1.0  # device ns per host ns
+        self._rate_error = ASSUMED_DRIFT
+        for e in usable:
+            host_ns = anchor.host_ns - e.anchor.host_ns
+            # Both anchors' errors and the readings between them, spread over the baseline.
+            error = (anchor.uncertainty_ns + e.anchor.uncertainty_ns + e.error_ns) / host_ns
+            error += RATE_WANDER
+            # Once measured, a rate replaces the assumption even where its bound is wider:
+            # the assumption is a guess, the measurement a bound.
+            if e is usable[0] or error < self._rate_error:
+                self._rate, self._rate_error = e.device_ns / host_ns, error
+
+    @property
+    def rate(self) -> float | None:
+        """The measured device clock rate against the host's, or None before it is measured."""
+        return self._rate if self._previous is not None else None
+
+    def place(self, distance_ns: int) -> tuple[int, int]:
+        """``(host_ns, bound_ns)`` of an event ``distance_ns`` device ns before the anchor.
+
+        The event's true host time lies within ``bound_ns`` of ``host_ns``.
+        """
+        anchor = self._anchor
+        reading = _reading_error(distance_ns)
+        host_ns = anchor.host_ns - distance_ns / self._rate
+        bound = anchor.uncertainty_ns + reading + self._rate_error * distance_ns
+        previous = self._previous
+        if previous is not None and distance_ns <= previous.device_ns:
+            interval = previous.device_ns
+            towards = distance_ns / interval  # 0 at this anchor, 1 at the previous one
+            span_ns = anchor.host_ns - previous.anchor.host_ns
+            between = (
+                (1.0 - towards) * anchor.uncertainty_ns
+                + towards * previous.anchor.uncertainty_ns
+                + reading
+                + towards * previous.error_ns
+                + RATE_WANDER * min(distance_ns, interval - distance_ns)
+            )
+            if between < bound:
+                host_ns, bound = anchor.host_ns - towards * span_ns, between
+        return round(host_ns), math.ceil(bound)
