@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from threads import Waiter
 
 from eventapi import Anchor, EventProfiler, EventStateError
 from eventapi._anchor import sample_anchor
@@ -159,15 +158,30 @@ def test_a_collect_with_nothing_to_read_keeps_the_anchor(api: HostBackend) -> No
         assert prof.anchor is anchor
 
 
+def _hold(api: HostBackend, stream: Any) -> tuple[threading.Event, threading.Event]:
+    """Hold ``stream`` until the first event returned is set; the second is set once it ran.
+
+    The hold gives up after HANG_S on its own, so a call that wrongly waits for it returns
+    late, with the second event set, instead of hanging the test.
+    """
+    gate, released = threading.Event(), threading.Event()
+
+    def held() -> None:
+        gate.wait(HANG_S)
+        released.set()
+
+    api.stream_launch_host_func(stream, held)
+    return gate, released
+
+
 def test_reading_the_anchor_before_any_collect_takes_one_without_waiting_for_work(
     api: HostBackend,
 ) -> None:
     with EventProfiler(api) as prof:
-        gate = threading.Event()
-        api.stream_launch_host_func(prof.stream, lambda: gate.wait(HANG_S))
+        gate, released = _hold(api, prof.stream)
         before = time.perf_counter_ns()
         anchor = prof.anchor  # on the profiler's anchor stream: the held stream is not waited
-        assert not gate.is_set()
+        assert not released.is_set()
         gate.set()
         assert anchor.host_ns - anchor.uncertainty_ns >= before
         assert prof.anchor is anchor
@@ -181,18 +195,12 @@ def test_collect_does_not_wait_for_work_queued_after_the_last_window(
         for i in range(windows):
             with prof.window(f"w{i}"):
                 pass
-        gate = threading.Event()
-        api.stream_launch_host_func(prof.stream, lambda: gate.wait(HANG_S))
-        collecting = Waiter(prof.collect)
-        collecting.thread.join(HANG_S)
+        gate, released = _hold(api, prof.stream)
         try:
-            assert not collecting.thread.is_alive(), "collect() waited for the work after it"
-            assert not gate.is_set()
+            spans = prof.collect()
+            assert not released.is_set(), "collect() waited for the work queued after it"
         finally:
             gate.set()
-        collecting.result()
-        spans = collecting.value
-        assert isinstance(spans, list)
         assert [span.name for span in spans] == [f"w{i}" for i in range(windows)]
 
 

@@ -15,7 +15,8 @@ import json
 import subprocess
 import sys
 
-from emulated_driver import REPO_ROOT, build, preload_env
+import pytest
+from emulated_driver import REPO_ROOT, DriverName, build, preload_env
 
 _CHILD = """
 import json, sys, time
@@ -103,3 +104,61 @@ def test_a_drifting_ticking_clock_stays_within_each_spans_bound() -> None:
             # Every trial's collect follows an earlier anchor, so the rate is measured, and
             # the bound stays near the anchor's own uncertainty.
             assert u <= 4 * anchor_u, (name, u, anchor_u)
+
+
+_CLOCK_CHILD = """
+import json, time
+import eventapi
+
+api = eventapi.backend({kind!r})
+stream = api.stream_create_non_blocking()
+first, second = api.event_create(), api.event_create()
+stamps = []
+api.stream_launch_host_func(stream, lambda: stamps.append(time.perf_counter_ns()))
+api.event_record(first, stream)
+api.stream_launch_host_func(stream, lambda: stamps.append(time.perf_counter_ns()))
+api.stream_launch_host_func(stream, lambda: time.sleep(0.2))
+api.stream_launch_host_func(stream, lambda: stamps.append(time.perf_counter_ns()))
+api.event_record(second, stream)
+api.stream_launch_host_func(stream, lambda: stamps.append(time.perf_counter_ns()))
+api.stream_synchronize(stream)
+elapsed = api.event_elapsed(first, second)
+for event in (first, second):
+    api.event_destroy(event)
+api.stream_destroy(stream)
+print(json.dumps({{"elapsed": elapsed, "stamps": stamps}}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["cuda", "hip"])
+def test_the_emulated_device_clock_runs_at_its_rate_and_ticks(kind: DriverName) -> None:
+    build()
+    env = preload_env(kind)
+    env["EMU_CLOCK_PPM"] = "2000"  # 400 us fast over the 200 ms below: far beyond the stamps
+    env["EMU_CLOCK_RESOLUTION_NS"] = "50000"  # a tick coarse enough to see through float ms
+    done = subprocess.run(
+        [sys.executable, "-c", _CLOCK_CHILD.format(kind=kind)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    elapsed = result["elapsed"]
+    a, b, c, d = result["stamps"]
+    # The first event was stamped between a and b, the second between c and d; on a clock
+    # 2000 ppm fast the device time between them is the host time scaled by 1.002, give or
+    # take a tick (each stamp is truncated to one). The driver's float32 milliseconds round a
+    # 200 ms reading to within 12 ns, so it shows a whole number of ticks to within 32 ns.
+    tick = 50_000
+    assert min(elapsed % tick, tick - elapsed % tick) <= 32, elapsed
+    assert (c - b) * 1.002 - tick - 2 <= elapsed <= (d - a) * 1.002 + tick + 2, (
+        elapsed,
+        a,
+        b,
+        c,
+        d,
+    )
+    assert elapsed > (c - b) + 300_000  # the host's own rate would fall 350 us short

@@ -488,3 +488,61 @@ def test_a_profiler_and_its_windows_cannot_be_copied(
     assert [span.name for span in prof.collect()] == ["w"]
     gc.collect()
     assert capfd.readouterr() == ("", "")
+
+
+# -- retention and the sink ---------------------------------------------------------------------
+
+
+def test_collected_spans_are_retained_up_to_max_spans(api: HostBackend) -> None:
+    with EventProfiler(api, max_spans=3) as prof:
+        for i in range(5):
+            with prof.window(f"w{i}"):
+                pass
+        collected = prof.collect()
+        assert prof.spans == tuple(collected[2:])
+        assert prof.dropped_spans == 2
+        with prof.window("w5"):
+            pass
+        prof.collect()
+        assert [span.name for span in prof.spans] == ["w3", "w4", "w5"]
+        assert prof.dropped_spans == 3
+    with EventProfiler(api, max_spans=0) as prof:
+        with prof.window("w"):
+            pass
+        prof.collect()
+        assert (prof.spans, prof.dropped_spans) == ((), 1)
+
+
+def test_the_sink_receives_every_span_in_order(api: HostBackend) -> None:
+    received: list[Span] = []
+    with EventProfiler(api, max_spans=1, sink=received.append) as prof:
+        for i in range(4):
+            with prof.window(f"w{i}"):
+                pass
+            if i % 2:
+                assert received == [] or received[-1].name == f"w{i - 2}"
+                prof.collect()
+        with prof.window("last"):
+            pass
+    # close() collects what was stopped, and the sink gets those too.
+    assert [span.name for span in received] == ["w0", "w1", "w2", "w3", "last"]
+
+
+def test_a_failing_sink_raises_from_collect_after_the_readout(api: HostBackend) -> None:
+    def sink(span: Span) -> None:
+        raise RuntimeError(f"disk full at {span.name}")
+
+    with EventProfiler(api, sink=sink) as prof:
+        with prof.window("w"):
+            pass
+        with pytest.raises(RuntimeError, match="disk full at w"):
+            prof.collect()
+        assert prof.summary()["w"].count == 1  # read and counted before the sink ran
+        assert [span.name for span in prof.spans] == ["w"]
+        assert prof.collect() == []
+
+
+def test_bounds_below_zero_are_refused(api: HostBackend) -> None:
+    with pytest.raises(ValueError, match="max_spans"):
+        EventProfiler(api, max_spans=-1)
+    assert api.live_handles() == (0, 0)

@@ -146,9 +146,12 @@ eight collects.
 @final
 @dataclass(frozen=True, slots=True)
 class Earlier:
-    """An earlier anchor, with the device time from it to the latest anchor and that reading's
-    error bound (the sum of the intervals read between them, each off by a tick and its
-    readout error)."""
+    """An earlier anchor, seen from the latest one.
+
+    ``device_ns`` is the device time from it to the latest anchor, summed over the intervals
+    read between successive anchors; ``error_ns`` bounds that sum's error (each interval's
+    reading is off by up to a tick and its readout error).
+    """
 
     anchor: Anchor
     device_ns: int
@@ -200,11 +203,6 @@ class Placement:
             # the assumption is a guess, the measurement a bound.
             if e is usable[0] or error < self._rate_error:
                 self._rate, self._rate_error = e.device_ns / host_ns, error
-
-    @property
-    def rate(self) -> float | None:
-        """The measured device clock rate against the host's, or None before it is measured."""
-        return self._rate if self._previous is not None else None
 
     def place(self, distance_ns: int) -> tuple[int, int]:
         """``(host_ns, bound_ns)`` of an event ``distance_ns`` device ns before the anchor.

@@ -185,7 +185,8 @@ class EventFence(SingleOwner, Generic[E, S]):
         event = self._enter("wait")
         try:
             if timeout is None:
-                if threading.current_thread() is threading.main_thread():
+                # By ident: current_thread() would register a dummy for a foreign thread.
+                if threading.get_ident() == threading.main_thread().ident:
                     self._wait_interruptibly(event)
                 else:
                     self._api.event_wait(event)
