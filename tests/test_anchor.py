@@ -13,10 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from emulated_driver import DriverName, load
 
+import eventapi
 from eventapi import Anchor, EventProfiler, EventStateError
 from eventapi._anchor import sample_anchor
 from eventapi.host import HostBackend
@@ -158,7 +160,7 @@ def test_a_collect_with_nothing_to_read_keeps_the_anchor(api: HostBackend) -> No
         assert prof.anchor is anchor
 
 
-def _hold(api: HostBackend, stream: Any) -> tuple[threading.Event, threading.Event]:
+def _hold(api: Any, stream: Any) -> tuple[threading.Event, threading.Event]:
     """Hold ``stream`` until the first event returned is set; the second is set once it ran.
 
     The hold gives up after HANG_S on its own, so a call that wrongly waits for it returns
@@ -188,20 +190,26 @@ def test_reading_the_anchor_before_any_collect_takes_one_without_waiting_for_wor
 
 
 @pytest.mark.parametrize("windows", [1, 3])
+@pytest.mark.parametrize("kind", ["host", "cuda", "hip"])
 def test_collect_does_not_wait_for_work_queued_after_the_last_window(
-    api: HostBackend, windows: int
+    api: HostBackend, kind: str, windows: int
 ) -> None:
-    with EventProfiler(api) as prof:
+    backend: Any = api
+    if kind != "host":  # the real backend, through its binding, on the emulated driver
+        load(cast("DriverName", kind))
+        backend = eventapi.backend(kind)
+    with EventProfiler(backend) as prof:
         for i in range(windows):
             with prof.window(f"w{i}"):
                 pass
-        gate, released = _hold(api, prof.stream)
+        gate, released = _hold(backend, prof.stream)
         try:
             spans = prof.collect()
             assert not released.is_set(), "collect() waited for the work queued after it"
         finally:
             gate.set()
         assert [span.name for span in spans] == [f"w{i}" for i in range(windows)]
+    assert backend.live_handles() == (0, 0)
 
 
 def test_the_anchor_of_a_profiler_closed_before_any_is_refused(api: HostBackend) -> None:
