@@ -602,14 +602,15 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Read back what is pending, then release every event and the stream it created.
+        """Read back what is pending, then release every event and the streams it created.
 
         Blocks until the stream reaches what was recorded. Windows stopped but not collected
-        are collected into :meth:`summary` (their spans are not returned: call
-        :meth:`collect` first to get them). Windows still open are discarded with a warning
-        on the ``eventapi`` logger: a window without an end has no duration. Idempotent; also
-        runs on ``with`` exit. A driver error from the final readout is raised after
-        everything was released; a failed destroy is only logged.
+        are collected into :meth:`summary`, the retained spans and the sink (their spans are
+        not returned: call :meth:`collect` first to get them). Windows still open are
+        discarded with a warning on the ``eventapi`` logger: a window without an end has no
+        duration. Idempotent; also runs on ``with`` exit. A driver error from the final
+        readout (or an exception from the sink) is raised after everything was released; a
+        failed destroy is only logged.
         """
         if self._closed:
             return
