@@ -20,7 +20,7 @@ that lies between the two is placed by interpolating between them, so its error 
 anchors' own, weighted by how near it lies to each; an event before the earlier anchor is
 placed from the later one at the measured rate. Before a second anchor exists, the rate is
 taken as 1 and the bound assumes :data:`ASSUMED_DRIFT`. :class:`Placement` does the
-arithmetic and states a bound for each event it places.
+arithmetic and states a bound for each window it places.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class Placement:
     """Places device events on the host clock from the latest anchor, and bounds each placement.
 
     ``earlier`` holds earlier anchors (newest last), each with the device time from it to
-    ``anchor``. Events are given by their device distance before ``anchor``'s event. Two ways
+    ``anchor``. Windows are given by their device distance before ``anchor``'s event. Two ways
     of placing are tried and the one with the smaller bound wins:
 
     * between the previous anchor and this one: interpolation. Its error is the two anchors'
@@ -186,14 +186,23 @@ class Placement:
       distance times the rate's own error.
     """
 
-    __slots__ = ("_anchor", "_previous", "_rate", "_rate_error")
+    # Everything span() needs, precomputed: collect() places every window it reads.
+    __slots__ = (
+        "_base",
+        "_between",
+        "_host_ns",
+        "_interval",
+        "_interval_host_ns",
+        "_previous_base",
+        "_rate_error",
+        "_to_host",
+        "_uncertainty",
+    )
 
     def __init__(self, anchor: Anchor, earlier: tuple[Earlier, ...] = ()) -> None:
-        self._anchor = anchor
         usable = [e for e in earlier if e.device_ns > 0 and anchor.host_ns > e.anchor.host_ns]
-        self._previous = usable[-1] if usable else None
-        self._rate = 1.0  # device ns per host ns
-        self._rate_error = ASSUMED_DRIFT
+        rate = 1.0  # device ns per host ns
+        rate_error = ASSUMED_DRIFT
         for e in usable:
             host_ns = anchor.host_ns - e.anchor.host_ns
             # Both anchors' errors and the readings between them, spread over the baseline.
@@ -201,30 +210,63 @@ class Placement:
             error += RATE_WANDER
             # Once measured, a rate replaces the assumption even where its bound is wider:
             # the assumption is a guess, the measurement a bound.
-            if e is usable[0] or error < self._rate_error:
-                self._rate, self._rate_error = e.device_ns / host_ns, error
+            if e is usable[0] or error < rate_error:
+                rate, rate_error = e.device_ns / host_ns, error
+        self._host_ns = anchor.host_ns
+        self._uncertainty = anchor.uncertainty_ns
+        self._to_host = 1.0 / rate
+        self._rate_error = rate_error
+        self._base = anchor.uncertainty_ns + TIMER_RESOLUTION_NS  # every reading's share
+        previous = usable[-1] if usable else None
+        self._between = previous is not None
+        if previous is not None:
+            self._interval = previous.device_ns
+            self._interval_host_ns = anchor.host_ns - previous.anchor.host_ns
+            # The previous anchor's own error and its interval's reading, at full weight.
+            self._previous_base = previous.anchor.uncertainty_ns + previous.error_ns
+        else:
+            self._interval = 0
+            self._interval_host_ns = 0
+            self._previous_base = 0.0
 
-    def place(self, distance_ns: int) -> tuple[int, int]:
-        """``(host_ns, bound_ns)`` of an event ``distance_ns`` device ns before the anchor.
+    def span(self, before_ns: int, duration_ns: int) -> tuple[int, int, int]:
+        """``(start_ns, end_ns, bound_ns)`` of a window on the host clock.
 
-        The event's true host time lies within ``bound_ns`` of ``host_ns``.
+        ``before_ns`` is the device time from the window's start event to the anchor event,
+        ``duration_ns`` from its start event to its end event. Each true host time lies within
+        ``bound_ns`` of the one returned. Both ends are placed the same way (whichever bounds
+        the window tighter), so ``end_ns - start_ns`` is ``duration_ns`` at one rate.
         """
-        anchor = self._anchor
-        reading = _reading_error(distance_ns)
-        host_ns = anchor.host_ns - distance_ns / self._rate
-        bound = anchor.uncertainty_ns + reading + self._rate_error * distance_ns
-        previous = self._previous
-        if previous is not None and distance_ns <= previous.device_ns:
-            interval = previous.device_ns
-            towards = distance_ns / interval  # 0 at this anchor, 1 at the previous one
-            span_ns = anchor.host_ns - previous.anchor.host_ns
-            between = (
-                (1.0 - towards) * anchor.uncertainty_ns
-                + towards * previous.anchor.uncertainty_ns
-                + reading
-                + towards * previous.error_ns
-                + RATE_WANDER * min(distance_ns, interval - distance_ns)
+        after_ns = before_ns - duration_ns if before_ns > duration_ns else 0
+        host_ns = self._host_ns
+        # From this anchor back at the measured (or assumed) rate; the bound grows with the
+        # distance, so the start's is the window's.
+        to_host = self._to_host
+        start: float = host_ns - before_ns * to_host
+        end: float = host_ns - after_ns * to_host
+        bound = self._base + (READOUT_ERROR + self._rate_error) * before_ns
+        interval = self._interval
+        if self._between and before_ns <= interval:
+            # Between the previous anchor and this one: interpolation, its error the two
+            # anchors' own weighted by nearness, plus a change of rate, most visible midway.
+            u, previous = self._uncertainty, self._previous_base
+            t_start, t_end = before_ns / interval, after_ns / interval  # 0 here, 1 there
+            worst = (
+                (1.0 - t_start) * u
+                + t_start * previous
+                + READOUT_ERROR * before_ns
+                + RATE_WANDER * (before_ns if 2 * before_ns < interval else interval - before_ns)
             )
-            if between < bound:
-                host_ns, bound = anchor.host_ns - towards * span_ns, between
-        return round(host_ns), math.ceil(bound)
+            at_end = (
+                (1.0 - t_end) * u
+                + t_end * previous
+                + READOUT_ERROR * after_ns
+                + RATE_WANDER * (after_ns if 2 * after_ns < interval else interval - after_ns)
+            )
+            worst = max(worst, at_end) + TIMER_RESOLUTION_NS
+            if worst < bound:
+                to_host = self._interval_host_ns / interval
+                start = host_ns - before_ns * to_host
+                end = host_ns - after_ns * to_host
+                bound = worst
+        return round(start), round(end), math.ceil(bound)

@@ -510,8 +510,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 # The anchor lies after the window, so neither reading is clamped.
                 before = api.event_elapsed(start, reference)
                 duration_ns = api.event_elapsed(start, end)
-                start_ns, start_bound = placement.place(before)
-                end_ns, end_bound = placement.place(max(0, before - duration_ns))
+                start_ns, end_ns, bound_ns = placement.span(before, duration_ns)
                 spans.append(
                     Span(
                         name=window.name,
@@ -520,7 +519,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                         duration_ns=duration_ns,
                         depth=window.depth,
                         stream=self._label,
-                        uncertainty_ns=max(start_bound, end_bound),
+                        uncertainty_ns=bound_ns,
                     )
                 )
         except BaseException:

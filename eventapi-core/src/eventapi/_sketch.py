@@ -50,7 +50,7 @@ class DurationSummary:
         self.total_ns = 0
         self.min_ns = 0
         self.max_ns = 0
-        self.values = array("q")  # sorted; exact while gs is None
+        self.values = array("q")  # every value while gs is None (unsorted), else sorted entries
         self.gs: array[int] | None = None
         self.deltas: array[int] | None = None
 
@@ -64,17 +64,18 @@ class DurationSummary:
             self.max_ns = value
         self.total_ns += value
         values = self.values
-        at = bisect_right(values, value)
         gs = self.gs
         if gs is None:
-            values.insert(at, value)
+            values.append(value)  # sorted only when read, or when the sketch takes over
             self.count += 1
             if self.count > EXACT_UP_TO:
                 # From here on a value may stand for others: every exact value becomes an
                 # entry of weight 1 with no uncertainty, which is what it is.
+                self.values = array("q", sorted(values))
                 self.gs = array("q", [1]) * len(values)
                 self.deltas = array("q", [0]) * len(values)
             return
+        at = bisect_right(values, value)
         deltas = self.deltas
         assert deltas is not None
         # A new value inside the summary is as uncertain as its neighbours may be.
@@ -95,7 +96,7 @@ class DurationSummary:
         """``(value, least rank, greatest rank)`` of each entry, in value order (1-based)."""
         gs, deltas = self.gs, self.deltas
         if gs is None or deltas is None:
-            return tuple((v, i, i) for i, v in enumerate(self.values, 1))
+            return tuple((v, i, i) for i, v in enumerate(sorted(self.values), 1))
         out = []
         rank = 0
         for v, g, d in zip(self.values, gs, deltas, strict=True):
