@@ -7,9 +7,11 @@ with events and joins, never with sleeps.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import gc
 import logging
+import pickle
 import queue
 import subprocess
 import sys
@@ -149,12 +151,18 @@ def test_wait_on_makes_another_stream_wait(host: HostBackend, hold: Any) -> None
     host.stream_destroy(b)
 
 
-def test_a_failed_wait_leaves_the_fence_usable(host: HostBackend, host_stream: Stream[Any]) -> None:
+def test_a_failed_wait_leaves_the_fence_usable(
+    host: HostBackend, host_stream: Stream[Any], hold: Any
+) -> None:
+    # Held, so that the main thread's wait outlasts its query spin and hands event_wait to a
+    # helper thread: the helper's failure is raised here, typed.
+    gate = hold(host_stream)
     fence = EventFence.record(host, host_stream)
     host.inject_fault("event_wait")
     with pytest.raises(DriverError, match="INJECTED_FAULT"):
         fence.wait()
     assert not fence.closed
+    gate.set()
     fence.wait()
     fence.close()
 
@@ -171,8 +179,11 @@ def test_a_nan_timeout_expires_at_once(
 
 # Every backend call a fence makes after its record, and the fence call that makes it.
 FENCE_CALLS: dict[str, list[tuple[str, Any]]] = {
-    "event_wait": [("wait()", lambda f, s: f.wait())],
+    # Off the main thread an untimed wait calls event_wait; on it, the fence (reached at once
+    # here) is seen reached by the query spin that comes first.
+    "event_wait": [("wait() off the main thread", lambda f, s: Waiter(f.wait).result())],
     "event_query": [
+        ("wait() on the main thread", lambda f, s: f.wait()),
         ("reached()", lambda f, s: f.reached()),
         ("wait(timeout)", lambda f, s: f.wait(timeout=HANG_S)),
         ("wait_async()", lambda f, s: asyncio.run(f.wait_async())),
@@ -568,3 +579,18 @@ def test_importing_eventapi_leaves_asyncio_unimported() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+# -- one owner ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_a_fence_cannot_be_copied_into_a_second_owner(
+    host: HostBackend, host_stream: Stream[Any], duplicate: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with EventFence.record(host, host_stream) as fence:
+        with pytest.raises(TypeError, match="EventFence cannot be copied or pickled"):
+            duplicate(fence)
+        fence.wait()
+    gc.collect()
+    assert capfd.readouterr() == ("", "")  # no "Exception ignored" from a half-built copy

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import logging
+import pickle
 import threading
 import time
 from collections.abc import Iterator
@@ -181,10 +183,10 @@ def test_pooled_events_bound_the_handles_of_many_windows(
     api: HostBackend, prof: EventProfiler[Any, Any]
 ) -> None:
     # 10,000 windows collected every 100: the pool reuses events, so the backend never holds
-    # more than one batch's two events per window plus the anchor's samples, not 20,000.
-    # The first batch fills the pool to that high-water mark; every later batch reuses it and
-    # creates nothing.
-    bound = 2 * 100 + ANCHOR_SAMPLES
+    # more than one batch's two events per window plus the anchor's samples and the previous
+    # anchor's event (kept to measure the clock rate), not 20,000. The first batches fill the
+    # pool to that high-water mark; later batches reuse it and create nothing.
+    bound = 2 * 100 + ANCHOR_SAMPLES + 1
     highest = 0
     total = 0
     for batch in range(100):
@@ -195,7 +197,7 @@ def test_pooled_events_bound_the_handles_of_many_windows(
         total += len(prof.collect())
         highest = max(highest, api.live_handles().events)
         assert batch > 0 or highest >= 2 * 100  # the first batch did create its events
-        assert api.live_handles().events == highest
+        assert batch < 2 or api.live_handles().events == highest
     assert total == 10_000
     assert highest <= bound
     assert prof.summary()["w"].count == 10_000
@@ -328,11 +330,11 @@ def test_a_failed_destroy_on_close_is_logged(
     with prof.window("w"):
         pass
     api.inject_fault("event_destroy", count=3)
-    api.inject_fault("stream_destroy")
+    api.inject_fault("stream_destroy", count=2)  # the window stream and the anchor stream
     with caplog.at_level(logging.WARNING, logger="eventapi"):
         prof.close()
     assert "destroying a pooled event failed" in caplog.text
-    assert "destroying the profiler's stream failed" in caplog.text
+    assert caplog.text.count("destroying a stream of the profiler failed") == 2
     assert api.live_handles() == (0, 0)
 
 
@@ -472,3 +474,75 @@ def test_a_backend_with_only_the_protocol_works(api: HostBackend) -> None:
         spans = prof.collect()
     assert [(s.name, s.depth) for s in spans] == [("outer", 0), ("inner", 1)]
     assert all(isinstance(s, Span) and s.stream.startswith("protocol-only:") for s in spans)
+
+
+@pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_a_profiler_and_its_windows_cannot_be_copied(
+    prof: EventProfiler[Any, Any], duplicate: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    window = prof.start("w")
+    for owner, name in ((prof, "EventProfiler"), (window, "Window")):
+        with pytest.raises(TypeError, match=f"{name} cannot be copied or pickled"):
+            duplicate(owner)
+    window.stop()
+    assert [span.name for span in prof.collect()] == ["w"]
+    gc.collect()
+    assert capfd.readouterr() == ("", "")
+
+
+# -- retention and the sink ---------------------------------------------------------------------
+
+
+def test_collected_spans_are_retained_up_to_max_spans(api: HostBackend) -> None:
+    with EventProfiler(api, max_spans=3) as prof:
+        for i in range(5):
+            with prof.window(f"w{i}"):
+                pass
+        collected = prof.collect()
+        assert prof.spans == tuple(collected[2:])
+        assert prof.dropped_spans == 2
+        with prof.window("w5"):
+            pass
+        prof.collect()
+        assert [span.name for span in prof.spans] == ["w3", "w4", "w5"]
+        assert prof.dropped_spans == 3
+    with EventProfiler(api, max_spans=0) as prof:
+        with prof.window("w"):
+            pass
+        prof.collect()
+        assert (prof.spans, prof.dropped_spans) == ((), 1)
+
+
+def test_the_sink_receives_every_span_in_order(api: HostBackend) -> None:
+    received: list[Span] = []
+    with EventProfiler(api, max_spans=1, sink=received.append) as prof:
+        for i in range(4):
+            with prof.window(f"w{i}"):
+                pass
+            if i % 2:
+                assert received == [] or received[-1].name == f"w{i - 2}"
+                prof.collect()
+        with prof.window("last"):
+            pass
+    # close() collects what was stopped, and the sink gets those too.
+    assert [span.name for span in received] == ["w0", "w1", "w2", "w3", "last"]
+
+
+def test_a_failing_sink_raises_from_collect_after_the_readout(api: HostBackend) -> None:
+    def sink(span: Span) -> None:
+        raise RuntimeError(f"disk full at {span.name}")
+
+    with EventProfiler(api, sink=sink) as prof:
+        with prof.window("w"):
+            pass
+        with pytest.raises(RuntimeError, match="disk full at w"):
+            prof.collect()
+        assert prof.summary()["w"].count == 1  # read and counted before the sink ran
+        assert [span.name for span in prof.spans] == ["w"]
+        assert prof.collect() == []
+
+
+def test_bounds_below_zero_are_refused(api: HostBackend) -> None:
+    with pytest.raises(ValueError, match="max_spans"):
+        EventProfiler(api, max_spans=-1)
+    assert api.live_handles() == (0, 0)

@@ -12,10 +12,20 @@ Any other event already reached on the same stream is then placed without a furt
 its host time is the anchor's host time minus the device time from that event to the anchor
 event. Readings are clamped at zero, so the anchor must lie *after* the events it places;
 :class:`~eventapi.EventProfiler` takes it in ``collect()``, after the windows it reads.
+
+The device clock does not run at the host clock's rate (its oscillator is a few parts per
+million off, and NTP slews the host's). Two successive anchors measure the rate between them:
+the device time from one anchor event to the next over the host time between them. An event
+that lies between the two is placed by interpolating between them, so its error is the
+anchors' own, weighted by how near it lies to each; an event before the earlier anchor is
+placed from the later one at the measured rate. Before a second anchor exists, the rate is
+taken as 1 and the bound assumes :data:`ASSUMED_DRIFT`. :class:`Placement` does the
+arithmetic and states a bound for each window it places.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +33,18 @@ from typing import Final, TypeVar, final
 
 from ._protocol import EventApi
 
-__all__ = ["ANCHOR_SAMPLES", "Anchor", "sample_anchor"]
+__all__ = [
+    "ANCHOR_SAMPLES",
+    "ASSUMED_DRIFT",
+    "RATE_HISTORY",
+    "RATE_WANDER",
+    "READOUT_ERROR",
+    "TIMER_RESOLUTION_NS",
+    "Anchor",
+    "Earlier",
+    "Placement",
+    "sample_anchor",
+]
 
 E = TypeVar("E")
 S = TypeVar("S")
@@ -37,6 +58,37 @@ being preempted. Each costs one record and one wait on an idle stream, tens of m
 so five keep an anchor well under a millisecond while the best bracket stops improving.
 """
 
+ASSUMED_DRIFT: Final = 100e-6
+"""How far apart the device's and the host's clock rates are assumed to be before measured.
+
+100 parts per million: a quartz oscillator is specified to tens of ppm, the device's and the
+host's may err in opposite directions, and NTP slews the host's clock on top. An event placed
+before the rate is measured is off by at most this much of its distance to the anchor (100 us
+for a window one second before its collect).
+"""
+
+TIMER_RESOLUTION_NS: Final = 1_000
+"""The coarsest event timer resolution assumed: 1 us (CUDA's is about 0.5 us, HIP's 1 us).
+
+The core cannot ask a backend for it; the bound counts it once per device reading.
+"""
+
+READOUT_ERROR: Final = 2.0**-23
+"""Relative error of one device-time reading: the drivers return float32 milliseconds.
+
+A float32 keeps 24 significant bits, so a reading is rounded to within 2**-24 of itself
+(60 ns at one second); twice that covers the conversion to integer nanoseconds as well.
+"""
+
+RATE_WANDER: Final = 1e-6
+"""How much the clocks' relative rate is assumed to change between two successive anchors.
+
+Placement between two anchors assumes the rate they measured held throughout; an oscillator
+warming up, or NTP adjusting the host's frequency, changes it by less than a part per million
+over the seconds to minutes between collects. The bound adds this much of an event's distance
+to the nearer anchor, which is where a change of rate would show.
+"""
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -47,7 +99,8 @@ class Anchor:
     stamped the anchor event, taken as the middle of the tightest bracket. The true instant lies
     within ``uncertainty_ns`` of it (half the bracket, rounded up), so a timestamp placed from
     this anchor is within ``uncertainty_ns`` of the host time at which the device stamped it,
-    plus the device clock's own resolution. Users receive anchors; they never build one.
+    plus what its distance from the anchor adds (see :attr:`Span.uncertainty_ns`, which states
+    the whole bound for each span). Users receive anchors; they never build one.
     """
 
     host_ns: int
@@ -78,3 +131,142 @@ def sample_anchor(api: EventApi[E, S], stream: S, events: Sequence[E]) -> tuple[
     # Half the bracket rounded up on both sides, so [host_ns - u, host_ns + u] covers it.
     half = bracket // 2
     return Anchor(host_ns=before + half, uncertainty_ns=bracket - half), event
+
+
+RATE_HISTORY: Final = 8
+"""Earlier anchors kept to measure the clock rate over: the latest eight.
+
+A rate measured over a longer baseline is more precise (the anchors' errors are spread over
+more time), but only recent anchors tell the current rate, since NTP slews the host clock.
+Eight anchors keep the baseline long while letting a change of rate leave the estimate after
+eight collects.
+"""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """An earlier anchor, seen from the latest one.
+
+    ``device_ns`` is the device time from it to the latest anchor, summed over the intervals
+    read between successive anchors; ``error_ns`` bounds that sum's error (each interval's
+    reading is off by up to a tick and its readout error).
+    """
+
+    anchor: Anchor
+    device_ns: int
+    error_ns: float
+
+    def advanced(self, interval_ns: int) -> Earlier:
+        """The same anchor seen from the next one, ``interval_ns`` device ns later."""
+        return Earlier(
+            self.anchor,
+            self.device_ns + interval_ns,
+            self.error_ns + _reading_error(interval_ns),
+        )
+
+
+def _reading_error(distance_ns: float) -> float:
+    return TIMER_RESOLUTION_NS + READOUT_ERROR * distance_ns
+
+
+@final
+class Placement:
+    """Places device events on the host clock from the latest anchor, and bounds each placement.
+
+    ``earlier`` holds earlier anchors (newest last), each with the device time from it to
+    ``anchor``. Windows are given by their device distance before ``anchor``'s event. Two ways
+    of placing are tried and the one with the smaller bound wins:
+
+    * between the previous anchor and this one: interpolation. Its error is the two anchors'
+      own, weighted by nearness, plus the readings, plus a change of rate inside the interval
+      (:data:`RATE_WANDER`), which would show most midway;
+    * from this anchor back, at the rate measured over the earlier anchor that measures it
+      best (or, with none, at rate 1 with :data:`ASSUMED_DRIFT`): this anchor's error plus the
+      distance times the rate's own error.
+    """
+
+    # Everything span() needs, precomputed: collect() places every window it reads.
+    __slots__ = (
+        "_base",
+        "_between",
+        "_host_ns",
+        "_interval",
+        "_interval_host_ns",
+        "_previous_base",
+        "_rate_error",
+        "_to_host",
+        "_uncertainty",
+    )
+
+    def __init__(self, anchor: Anchor, earlier: tuple[Earlier, ...] = ()) -> None:
+        usable = [e for e in earlier if e.device_ns > 0 and anchor.host_ns > e.anchor.host_ns]
+        rate = 1.0  # device ns per host ns
+        rate_error = ASSUMED_DRIFT
+        for e in usable:
+            host_ns = anchor.host_ns - e.anchor.host_ns
+            # Both anchors' errors and the readings between them, spread over the baseline.
+            error = (anchor.uncertainty_ns + e.anchor.uncertainty_ns + e.error_ns) / host_ns
+            error += RATE_WANDER
+            # Once measured, a rate replaces the assumption even where its bound is wider:
+            # the assumption is a guess, the measurement a bound.
+            if e is usable[0] or error < rate_error:
+                rate, rate_error = e.device_ns / host_ns, error
+        self._host_ns = anchor.host_ns
+        self._uncertainty = anchor.uncertainty_ns
+        self._to_host = 1.0 / rate
+        self._rate_error = rate_error
+        self._base = anchor.uncertainty_ns + TIMER_RESOLUTION_NS  # every reading's share
+        previous = usable[-1] if usable else None
+        self._between = previous is not None
+        if previous is not None:
+            self._interval = previous.device_ns
+            self._interval_host_ns = anchor.host_ns - previous.anchor.host_ns
+            # The previous anchor's own error and its interval's reading, at full weight.
+            self._previous_base = previous.anchor.uncertainty_ns + previous.error_ns
+        else:
+            self._interval = 0
+            self._interval_host_ns = 0
+            self._previous_base = 0.0
+
+    def span(self, before_ns: int, duration_ns: int) -> tuple[int, int, int]:
+        """``(start_ns, end_ns, bound_ns)`` of a window on the host clock.
+
+        ``before_ns`` is the device time from the window's start event to the anchor event,
+        ``duration_ns`` from its start event to its end event. Each true host time lies within
+        ``bound_ns`` of the one returned. Both ends are placed the same way (whichever bounds
+        the window tighter), so ``end_ns - start_ns`` is ``duration_ns`` at one rate.
+        """
+        after_ns = before_ns - duration_ns if before_ns > duration_ns else 0
+        host_ns = self._host_ns
+        # From this anchor back at the measured (or assumed) rate; the bound grows with the
+        # distance, so the start's is the window's.
+        to_host = self._to_host
+        start: float = host_ns - before_ns * to_host
+        end: float = host_ns - after_ns * to_host
+        bound = self._base + (READOUT_ERROR + self._rate_error) * before_ns
+        interval = self._interval
+        if self._between and before_ns <= interval:
+            # Between the previous anchor and this one: interpolation, its error the two
+            # anchors' own weighted by nearness, plus a change of rate, most visible midway.
+            u, previous = self._uncertainty, self._previous_base
+            t_start, t_end = before_ns / interval, after_ns / interval  # 0 here, 1 there
+            worst = (
+                (1.0 - t_start) * u
+                + t_start * previous
+                + READOUT_ERROR * before_ns
+                + RATE_WANDER * (before_ns if 2 * before_ns < interval else interval - before_ns)
+            )
+            at_end = (
+                (1.0 - t_end) * u
+                + t_end * previous
+                + READOUT_ERROR * after_ns
+                + RATE_WANDER * (after_ns if 2 * after_ns < interval else interval - after_ns)
+            )
+            worst = max(worst, at_end) + TIMER_RESOLUTION_NS
+            if worst < bound:
+                to_host = self._interval_host_ns / interval
+                start = host_ns - before_ns * to_host
+                end = host_ns - after_ns * to_host
+                bound = worst
+        return round(start), round(end), math.ceil(bound)

@@ -9,7 +9,9 @@ the destroy to the last call out, and never pulls the event from under a waiter.
 
 from __future__ import annotations
 
+import _thread
 import logging
+import os
 import sys
 import threading
 import time
@@ -17,8 +19,10 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Generic, NoReturn, TypeVar, cast, final
 
+from ._capabilities import capabilities_of
 from ._errors import CaptureError, EventStateError, UnsupportedError
 from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery
+from ._single_owner import SingleOwner
 
 __all__ = ["EventFence"]
 
@@ -35,23 +39,16 @@ S = TypeVar("S")
 _POLL_FIRST_S = 20e-6
 _POLL_MAX_S = 1e-3
 
-# isinstance() against a runtime-checkable Protocol costs microseconds (it inspects every
-# member); the capabilities are a property of the backend's class, so look them up once per
-# class. Maps type(api) -> (has event_query, has stream_is_capturing).
-_capabilities: dict[type, tuple[bool, bool]] = {}
-
-
-def _capabilities_of(api: object) -> tuple[bool, bool]:
-    kind = type(api)
-    found = _capabilities.get(kind)
-    if found is None:
-        found = (isinstance(api, SupportsEventQuery), isinstance(api, SupportsCaptureCheck))
-        _capabilities[kind] = found
-    return found
+# A wait without a timeout on the main thread first queries for this long (when the backend
+# can query): most waits a program makes are on work that is done or nearly done, and those
+# return from the spin with no thread started. 100 µs is a few dozen queries, about what
+# starting the waiter thread that follows would cost, so a wait that outlasts the spin pays
+# at most twice its overhead.
+_SPIN_NS = 100_000
 
 
 @final
-class EventFence(Generic[E, S]):
+class EventFence(SingleOwner, Generic[E, S]):
     """An event recorded into a stream, with a managed lifetime.
 
     Build one with :meth:`record`. It may be waited on from any thread, by several threads at
@@ -64,7 +61,11 @@ class EventFence(Generic[E, S]):
     Destroy failures (from ``close()``, the last waiter or the safety net) are logged on the
     ``eventapi`` logger at WARNING and never raised: the fence is closed either way and there is
     nothing a caller could do about it.
+
+    A fence owns its event: ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`.
     """
+
+    _COPY_HINT = "share the fence itself between threads, or record another one"
 
     __slots__ = (
         "__weakref__",
@@ -102,6 +103,7 @@ class EventFence(Generic[E, S]):
         device still reads) are held until the fence is observed reached (a wait returned,
         :meth:`reached` said true) or closed, then dropped.
 
+        Raises :class:`TypeError` when ``api`` is not a backend object.
         Raises :class:`~eventapi.CaptureError` when the backend can tell (it has
         ``stream_is_capturing``) that ``stream`` is capturing a graph; nothing is created then.
         Raises the backend's :class:`~eventapi.DriverError` when creating or recording fails;
@@ -109,7 +111,7 @@ class EventFence(Generic[E, S]):
         logged), so nothing leaks.
         """
         held = tuple(keep_alive) or None  # before anything is created: it may raise
-        query, capture_check = _capabilities_of(api)
+        query, capture_check = capabilities_of(api, "EventFence.record")
         if capture_check and cast("SupportsCaptureCheck[S]", api).stream_is_capturing(stream):
             raise CaptureError(
                 f"{api.BACKEND}: cannot record a fence into {stream!r}: the stream is capturing "
@@ -157,8 +159,17 @@ class EventFence(Generic[E, S]):
         """Block the calling thread until the device reached the fence.
 
         ``timeout`` is in seconds. ``None`` waits with the backend's ``event_wait``, which
-        blocks without holding the GIL. A number polls the backend's ``event_query`` (first
-        every 20 µs, backing off to every 1 ms) and raises :class:`TimeoutError` once
+        blocks without holding the GIL. On the main thread that wait stays interruptible
+        (Ctrl-C raises :class:`KeyboardInterrupt` at once, on every backend): the fence is
+        first queried for up to 100 µs when the backend has ``event_query``, and if it is not
+        reached by then, ``event_wait`` runs on a helper thread while the main thread blocks on
+        a lock, which a signal interrupts. An interrupted wait leaves that helper waiting until
+        the device reaches the fence; the fence stays valid for it (a ``close()`` meanwhile
+        destroys the event when the helper returns). Other threads call ``event_wait``
+        directly: signals are delivered to the main thread only.
+
+        A number polls the backend's ``event_query`` (first every 20 µs, backing off to every
+        1 ms) and raises :class:`TimeoutError` once
         ``timeout`` seconds passed without the fence being reached; ``timeout <= 0`` (or
         NaN) queries once. A timed wait needs ``event_query``: without it,
         :class:`~eventapi.UnsupportedError`. Raises :class:`~eventapi.EventStateError` after
@@ -174,12 +185,47 @@ class EventFence(Generic[E, S]):
         event = self._enter("wait")
         try:
             if timeout is None:
-                self._api.event_wait(event)
+                # By ident: current_thread() would register a dummy for a foreign thread.
+                if threading.get_ident() == threading.main_thread().ident:
+                    self._wait_interruptibly(event)
+                else:
+                    self._api.event_wait(event)
             else:
                 self._poll(event, timeout)
             self._mark_reached()
         finally:
             self._leave()
+
+    def _wait_interruptibly(self, event: E) -> None:
+        # A backend's event_wait blocks in native code, where a signal only sets a flag that
+        # Python looks at when the call returns: Ctrl-C would wait for the device. A lock
+        # acquire, though, is interrupted by a signal on POSIX and runs the handler at once.
+        query = self._query
+        if query is not None:
+            deadline = time.perf_counter_ns() + _SPIN_NS
+            while not query.event_query(event):
+                if time.perf_counter_ns() >= deadline:
+                    break
+                # Lets go of the GIL between queries: the stream may need it to make progress
+                # (the host backend's worker is a Python thread).
+                os.sched_yield()
+            else:
+                return
+        done = _thread.allocate_lock()
+        done.acquire()
+        failure: list[BaseException] = []
+        # The helper thread is a call in flight of its own, so close() never destroys the
+        # event under it, however this thread leaves.
+        with self._lock:
+            self._users += 1
+        try:
+            _thread.start_new_thread(self._wait_for_main, (event, done, failure))
+        except BaseException:
+            self._leave()
+            raise
+        done.acquire()  # interruptible; the helper releases it after it left the fence
+        if failure:
+            raise failure[0]
 
     def reached(self) -> bool:
         """True when the device reached the fence. Never blocks.
@@ -335,6 +381,22 @@ class EventFence(Generic[E, S]):
             self._mark_reached()
         finally:
             self._leave()
+
+    def _wait_for_main(
+        self, event: E, done: _thread.LockType, failure: list[BaseException]
+    ) -> None:
+        try:
+            self._api.event_wait(event)
+            self._mark_reached()
+        except BaseException as exc:  # handed to the main thread, which raises it
+            failure.append(exc)
+        finally:
+            # Leave before releasing: a close() right after wait() returns then finds no call
+            # in flight and destroys the event itself.
+            try:
+                self._leave()
+            finally:
+                done.release()
 
     def _mark_reached(self) -> None:
         self._reached = True

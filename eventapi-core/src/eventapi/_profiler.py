@@ -2,9 +2,15 @@
 
 A window is two events recorded into the profiler's stream, one when it opens and one when it
 stops. Nothing waits while windows open and close; :meth:`EventProfiler.collect` waits once for
-everything closed so far, takes a fresh :class:`~eventapi.Anchor` after it, and reads each
-window's device duration and its place on the host clock. Events come from a pool and go back
-to it after readout, so a window costs two records, not two creations.
+everything closed so far, takes a fresh :class:`~eventapi.Anchor` after it (on a stream of the
+profiler's own, so it waits for nothing queued after the windows), and reads each window's
+device duration and its place on the host clock. Events come from a pool and go back to it
+after readout, so a window costs two records, not two creations; all other work (placement,
+statistics, retention) is done in ``collect()``.
+
+A long-running program stays in bounded memory: :meth:`EventProfiler.summary` keeps exact
+sums and a bounded sketch per name (:mod:`eventapi._sketch`) for at most ``max_names`` names,
+and at most ``max_spans`` collected spans are retained for export.
 """
 
 from __future__ import annotations
@@ -12,14 +18,19 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar, final
+from typing import Any, Final, Generic, TypeVar, cast, final
 
-from ._anchor import ANCHOR_SAMPLES, Anchor, sample_anchor
+from ._anchor import ANCHOR_SAMPLES, RATE_HISTORY, Anchor, Earlier, Placement, sample_anchor
+from ._capabilities import capabilities_of
 from ._errors import EventStateError
 from ._pool import EventPool
 from ._protocol import EventApi, SupportsCaptureCheck
+from ._single_owner import SingleOwner
+from ._sketch import DurationSummary, quantile_of
 
 __all__ = ["EventProfiler", "Span", "Stats", "Window"]
 
@@ -42,11 +53,22 @@ class Span:
     """One profiling window as read back by :meth:`EventProfiler.collect`.
 
     ``start_ns`` and ``end_ns`` are :func:`time.perf_counter_ns` values: where the window's two
-    events lie on the host clock, each within the collecting anchor's ``uncertainty_ns``.
-    ``duration_ns`` is the device's own reading between the two events, and ``end_ns ==
-    start_ns + duration_ns`` exactly. ``depth`` is the number of windows of the same profiler
-    that were open when this one opened (0 for an outermost window); ``stream`` is the
-    profiler's label. Users receive spans; they never build one.
+    events lie on the host clock. Each lies within ``uncertainty_ns`` of the host time at which
+    the device stamped its event: the bound adds the anchors' uncertainty (weighted by how
+    near the event lies to each of the two anchors around it), the timer's resolution and
+    readout error, and what the distance to the anchor adds through the clock-rate estimate
+    (or, before the rate is measured, through the assumed drift; see ``docs/profiling.md``).
+
+    ``duration_ns`` is the device's own reading between the two events. ``end_ns - start_ns``
+    is that reading converted at the measured clock rate, so the two differ by
+    ``duration_ns * |1 - 1/rate|`` (50 ns per millisecond on a device clock 50 ppm fast) plus
+    the readout error of the two distances to the anchor (``2**-23`` of each) and a nanosecond
+    of rounding; before the rate is measured, ``end_ns - start_ns`` differs from
+    ``duration_ns`` only by that readout error and rounding.
+
+    ``depth`` is the number of windows of the same profiler that were open when this one
+    opened (0 for an outermost window); ``stream`` is the profiler's label. Users receive
+    spans; they never build one.
     """
 
     name: str
@@ -55,6 +77,7 @@ class Span:
     duration_ns: int
     depth: int
     stream: str
+    uncertainty_ns: int
 
 
 @final
@@ -62,8 +85,13 @@ class Span:
 class Stats:
     """Durations of every collected span of one name, in integer nanoseconds.
 
-    ``median_ns`` of an even count is the lower of the two middle values (a duration that was
-    actually measured, never an average of two); ``mean_ns`` is ``total_ns // count``.
+    ``count``, ``total_ns``, ``min_ns``, ``max_ns`` and ``mean_ns`` (``total_ns // count``)
+    are exact however many spans were collected. ``median_ns`` and :meth:`quantile` use the
+    nearest-rank definition (the median of an even count is the lower of the two middle
+    values: a duration that was actually measured, never an average of two). They are exact
+    up to 1,000 spans of the name; past that they come from a deterministic sketch
+    (Greenwald-Khanna) and the value returned has a rank within ``rank_error`` of the true one,
+    where ``rank_error`` is 0.5 % of ``count`` (0 while exact).
     """
 
     count: int
@@ -72,16 +100,35 @@ class Stats:
     median_ns: int
     mean_ns: int
     max_ns: int
+    rank_error: int = 0
+    _ranks: tuple[tuple[int, int, int], ...] = field(default=(), repr=False, compare=False)
+
+    def quantile(self, q: float) -> int:
+        """The duration at quantile ``q`` (0 to 1), within ``rank_error`` ranks.
+
+        ``quantile(0.5)`` is ``median_ns``; ``quantile(0)`` and ``quantile(1)`` are ``min_ns`` and
+        ``max_ns``. Raises :class:`ValueError` for ``q`` outside [0, 1].
+        """
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"a quantile lies in [0, 1], got {q!r}")
+        if q == 0.0:
+            return self.min_ns
+        if q == 1.0:
+            return self.max_ns
+        return quantile_of(self._ranks, self.count, q)
 
 
 @final
-class Window(Generic[E]):
+class Window(SingleOwner, Generic[E]):
     """One profiling window, opened by :meth:`EventProfiler.window` or :meth:`EventProfiler.start`.
 
     One-shot: :meth:`stop` once, or leave a ``with`` block. A window opened while the stream was
     capturing a graph is *skipped*: it holds no event and its :meth:`stop` and ``with`` exit do
-    nothing. Use it on the thread that uses its profiler.
+    nothing. Use it on the thread that uses its profiler. It holds its profiler's events:
+    ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`.
     """
+
+    _COPY_HINT = "stop this window once and open a new one with profiler.window(name)"
 
     __slots__ = ("_depth", "_end", "_name", "_profiler", "_seq", "_skipped", "_start", "_state")
 
@@ -158,56 +205,101 @@ class Window(Generic[E]):
 
 
 @final
-class EventProfiler(Generic[E, S]):
+class EventProfiler(SingleOwner, Generic[E, S]):
     """Profiling windows on one stream of any :class:`~eventapi.EventApi` backend.
 
     ``stream=None`` makes the profiler create its own non-blocking stream (see :attr:`stream`,
     to launch work on) and destroy it on :meth:`close`; a stream passed in stays its owner's.
     ``label`` names the stream in every :class:`Span` (default ``"<backend>:<n>"``).
 
+    Bounded memory for long-running programs: :meth:`summary` tracks at most ``max_names``
+    distinct names (default 1000; spans of later names are still returned and retained, but
+    left out of the summary, counted by :attr:`unsummarized` and warned about once), and the
+    profiler retains at most ``max_spans`` collected spans (default 10,000) for export
+    (:attr:`spans`; older ones are dropped and counted by :attr:`dropped_spans`). ``sink``, when
+    given, is called with every span as :meth:`collect` reads it, in order, on the collecting
+    thread, so a long job can write all of them out; an exception it raises propagates from
+    that collect, and the spans after it in that batch are not passed to it.
+
+    The anchor is taken on a second stream that the profiler creates (at the first anchor) and
+    destroys on :meth:`close`: it compares events of two streams of one device, which CUDA,
+    HIP and the host backend allow, and so never waits for work queued after the windows.
+
     Threads: a profiler is used from the thread that owns its stream, the one that launches the
     work it times; it is not safe to open windows from two threads at once. Opening and
-    stopping windows never blocks; :meth:`collect`, :meth:`close` and the first read of
-    :attr:`anchor` wait for the stream.
+    stopping windows never blocks; :meth:`collect` and :meth:`close` wait for the last window
+    stopped, and the first read of :attr:`anchor` for the anchor's own events.
 
-    Raises :class:`~eventapi.DriverError` when the backend refuses the stream or an event.
+    A profiler owns its events and streams: ``copy``, ``deepcopy`` and ``pickle`` raise
+    :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object, and
+    :class:`~eventapi.DriverError` when the backend refuses the stream or an event.
     """
+
+    _COPY_HINT = "share the profiler itself, or create another EventProfiler"
 
     __slots__ = (
         "__weakref__",
         "_anchor",
+        "_anchor_event",
+        "_anchor_stream",
         "_api",
         "_capture",
         "_closed",
-        "_durations",
+        "_earlier",
         "_label",
+        "_max_names",
         "_open",
         "_owns_stream",
         "_pending",
         "_pool",
         "_seq",
+        "_sink",
         "_skipped",
+        "_spans",
+        "_spans_seen",
         "_stream",
+        "_summaries",
+        "_unsummarized",
     )
 
     def __init__(
-        self, api: EventApi[E, S], stream: S | None = None, *, label: str | None = None
+        self,
+        api: EventApi[E, S],
+        stream: S | None = None,
+        *,
+        label: str | None = None,
+        max_names: int = 1000,
+        max_spans: int = 10_000,
+        sink: Callable[[Span], object] | None = None,
     ) -> None:
-        # Every slot is set before anything can fail, so the finalizer always finds them.
+        capture = capabilities_of(api, "EventProfiler")[1]  # TypeError for a non-backend
+        if max_names < 0 or max_spans < 0:
+            raise ValueError(
+                f"max_names and max_spans must be >= 0, got {max_names} and {max_spans}"
+            )
+        # Every slot is set before anything else can fail, so the finalizer always finds them.
         self._api = api
         self._closed = True
         self._owns_stream = False
         self._pool: EventPool[E, S] = EventPool(api)
         self._open: list[Window[E]] = []
         self._pending: list[Window[E]] = []
-        self._durations: dict[str, list[int]] = {}
+        self._summaries: dict[str, DurationSummary] = {}
+        self._max_names = max_names
+        self._unsummarized = 0
+        self._spans: deque[Span] = deque(maxlen=max_spans)
+        self._spans_seen = 0
+        self._sink = sink
         self._anchor: Anchor | None = None
+        self._anchor_event: E | None = None  # the latest anchor's event, kept out of the pool
+        self._anchor_stream: S | None = None  # created at the first anchor
+        # Earlier anchors, seen from the latest one, to measure the clock rate over.
+        self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
         self._seq = 0
         self._skipped = 0
         self._label = label if label is not None else f"{api.BACKEND}:{next(_labels)}"
-        # isinstance on a runtime protocol costs microseconds; decide once.
         self._capture: SupportsCaptureCheck[S] | None = (
-            api if isinstance(api, SupportsCaptureCheck) else None
+            cast("SupportsCaptureCheck[S]", api) if capture else None
         )
         if stream is None:
             self._stream: S = api.stream_create_non_blocking()
@@ -244,19 +336,34 @@ class EventProfiler(Generic[E, S]):
         return self._skipped
 
     @property
+    def unsummarized(self) -> int:
+        """Spans left out of :meth:`summary`: their name came after ``max_names`` others."""
+        return self._unsummarized
+
+    @property
+    def spans(self) -> tuple[Span, ...]:
+        """The collected spans retained for export, oldest first: at most ``max_spans``."""
+        return tuple(self._spans)
+
+    @property
+    def dropped_spans(self) -> int:
+        """Collected spans no longer retained, because ``max_spans`` newer ones were."""
+        return self._spans_seen - len(self._spans)
+
+    @property
     def anchor(self) -> Anchor:
         """The anchor the latest :meth:`collect` placed its spans with.
 
-        Before the first collect that read any window, reading it takes an anchor now, which
-        blocks until the stream reaches the anchor's events (that is, until the work queued so
-        far has run). Raises :class:`~eventapi.EventStateError` after :meth:`close` when no
-        anchor was ever taken.
+        Before the first collect that read any window, reading it takes an anchor now on the
+        profiler's anchor stream, which blocks for the anchor's own events only (tens of
+        microseconds), not for work queued on :attr:`stream`. Raises
+        :class:`~eventapi.EventStateError` after :meth:`close` when no anchor was ever taken.
         """
         if self._anchor is None:
             self._check_usable("anchor")
             anchor, samples = self._take_anchor()
-            self._release_all(samples)
-            self._anchor = anchor
+            self._keep_anchor(anchor, samples)  # the first anchor: nothing earlier to measure
+        assert self._anchor is not None
         return self._anchor
 
     # -- windows ---------------------------------------------------------------------------------
@@ -359,19 +466,24 @@ class EventProfiler(Generic[E, S]):
         return self._collect()
 
     def summary(self) -> dict[str, Stats]:
-        """Statistics of every span collected so far, by name, in first-collected order."""
+        """Statistics of every span collected so far, by name, in first-collected order.
+
+        At most ``max_names`` names (see :attr:`unsummarized`); each in bounded memory, with
+        the exactness :class:`Stats` states.
+        """
         stats: dict[str, Stats] = {}
-        for name, durations in self._durations.items():
-            ordered = sorted(durations)
-            count = len(ordered)
-            total = sum(ordered)
+        for name, summary in self._summaries.items():
+            ranks = summary.ranks()
+            count = summary.count
             stats[name] = Stats(
                 count=count,
-                total_ns=total,
-                min_ns=ordered[0],
-                median_ns=ordered[(count - 1) // 2],
-                mean_ns=total // count,
-                max_ns=ordered[-1],
+                total_ns=summary.total_ns,
+                min_ns=summary.min_ns,
+                median_ns=quantile_of(ranks, count, 0.5),
+                mean_ns=summary.total_ns // count,
+                max_ns=summary.max_ns,
+                rank_error=summary.rank_error,
+                _ranks=ranks,
             )
         return stats
 
@@ -382,46 +494,80 @@ class EventProfiler(Generic[E, S]):
         last_end = self._pending[-1]._end
         assert last_end is not None  # a pending window holds both events
         # One stream, in order: reaching the last end means every earlier record was reached.
+        # The anchor, on the profiler's own stream, is recorded only after this returns, so it
+        # lies after every window and waits for nothing queued behind them.
         api.event_wait(last_end)
         anchor, samples = self._take_anchor()
         try:
             reference = samples[0]
+            earlier = self._earlier_than(reference)
+            placement = Placement(anchor, earlier)
             spans: list[Span] = []
             for window in sorted(self._pending, key=lambda w: w._seq):
                 start, end = window._start, window._end
                 assert start is not None
                 assert end is not None
                 # The anchor lies after the window, so neither reading is clamped.
-                start_ns = anchor.host_ns - api.event_elapsed(start, reference)
+                before = api.event_elapsed(start, reference)
                 duration_ns = api.event_elapsed(start, end)
+                start_ns, end_ns, bound_ns = placement.span(before, duration_ns)
                 spans.append(
                     Span(
                         name=window.name,
                         start_ns=start_ns,
-                        end_ns=start_ns + duration_ns,
+                        end_ns=end_ns,
                         duration_ns=duration_ns,
                         depth=window.depth,
                         stream=self._label,
+                        uncertainty_ns=bound_ns,
                     )
                 )
-        finally:
+        except BaseException:
             self._release_all(samples)
+            raise
+        self._keep_anchor(anchor, samples, earlier)
         # Every reading succeeded: only now do the windows give their events back.
         for window in self._pending:
             self._discard(window)
         self._pending.clear()
-        self._anchor = anchor
-        for span in spans:
-            self._durations.setdefault(span.name, []).append(span.duration_ns)
+        self._account(spans)
         return spans
+
+    def _account(self, spans: list[Span]) -> None:
+        """Add ``spans`` to the summary and the retained spans, then hand them to the sink."""
+        summaries = self._summaries
+        for span in spans:
+            summary = summaries.get(span.name)
+            if summary is None:
+                if len(summaries) >= self._max_names:
+                    if self._unsummarized == 0:
+                        _log.warning(
+                            "%s: summary() already tracks max_names=%d names; spans of further "
+                            "names (first: %r) are left out of it and counted in unsummarized",
+                            self._label,
+                            self._max_names,
+                            span.name,
+                        )
+                    self._unsummarized += 1
+                    continue
+                summary = summaries[span.name] = DurationSummary()
+            summary.add(span.duration_ns)
+        self._spans.extend(spans)
+        self._spans_seen += len(spans)
+        sink = self._sink
+        if sink is not None:
+            for span in spans:
+                sink(span)
 
     def _take_anchor(self) -> tuple[Anchor, list[E]]:
         """Sample an anchor; returns it and the sample events, the anchor's own one first."""
+        if self._anchor_stream is None:
+            self._anchor_stream = self._api.stream_create_non_blocking()
         samples: list[E] = []
         try:
             for _ in range(ANCHOR_SAMPLES):
                 samples.append(self._pool.acquire())
-            anchor, best = sample_anchor(self._api, self._stream, samples)
+            anchor, best = sample_anchor(self._api, self._anchor_stream, samples)
         except BaseException:
             self._release_all(samples)
             raise
@@ -429,17 +575,41 @@ class EventProfiler(Generic[E, S]):
         samples.insert(0, best)
         return anchor, samples
 
+    def _earlier_than(self, reference: E) -> tuple[Earlier, ...]:
+        """The earlier anchors as seen from the new anchor event ``reference``."""
+        previous, kept = self._anchor, self._anchor_event
+        if previous is None or kept is None:
+            return ()
+        interval = self._api.event_elapsed(kept, reference)
+        return (
+            *(e.advanced(interval) for e in self._earlier),
+            Earlier(previous, 0, 0.0).advanced(interval),
+        )
+
+    def _keep_anchor(
+        self, anchor: Anchor, samples: list[E], earlier: tuple[Earlier, ...] = ()
+    ) -> None:
+        """Make ``anchor`` the latest; keep its event (``samples[0]``) to measure the next one."""
+        if self._anchor_event is not None:
+            self._pool.release(self._anchor_event)
+        self._anchor_event = samples.pop(0)
+        self._release_all(samples)
+        self._anchor = anchor
+        self._earlier.clear()
+        self._earlier.extend(earlier)
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Read back what is pending, then release every event and the stream it created.
+        """Read back what is pending, then release every event and the streams it created.
 
         Blocks until the stream reaches what was recorded. Windows stopped but not collected
-        are collected into :meth:`summary` (their spans are not returned: call
-        :meth:`collect` first to get them). Windows still open are discarded with a warning
-        on the ``eventapi`` logger: a window without an end has no duration. Idempotent; also
-        runs on ``with`` exit. A driver error from the final readout is raised after
-        everything was released; a failed destroy is only logged.
+        are collected into :meth:`summary`, the retained spans and the sink (their spans are
+        not returned: call :meth:`collect` first to get them). Windows still open are
+        discarded with a warning on the ``eventapi`` logger: a window without an end has no
+        duration. Idempotent; also runs on ``with`` exit. A driver error from the final
+        readout (or an exception from the sink) is raised after everything was released; a
+        failed destroy is only logged.
         """
         if self._closed:
             return
@@ -531,12 +701,19 @@ class EventProfiler(Generic[E, S]):
             self._discard(window)
         self._open.clear()
         self._pending.clear()
+        if self._anchor_event is not None:
+            self._pool.release(self._anchor_event)
+            self._anchor_event = None
         self._pool.close()
+        streams = [self._anchor_stream] if self._anchor_stream is not None else []
+        self._anchor_stream = None
         if self._owns_stream:
             self._owns_stream = False
+            streams.append(self._stream)
+        for stream in streams:
             try:
-                self._api.stream_destroy(self._stream)
+                self._api.stream_destroy(stream)
             except Exception:
                 _log.warning(
-                    "%s: destroying the profiler's stream failed", self._label, exc_info=True
+                    "%s: destroying a stream of the profiler failed", self._label, exc_info=True
                 )

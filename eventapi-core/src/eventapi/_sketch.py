@@ -1,0 +1,151 @@
+"""Durations of one name in bounded memory: exact sums, exact or sketched quantiles.
+
+Count, total, minimum and maximum are kept exactly. The values themselves are kept exactly up
+to :data:`EXACT_UP_TO` of them; past that they go into a Greenwald-Khanna summary (Greenwald
+and Khanna, "Space-efficient online computation of quantile summaries", SIGMOD 2001), which is
+deterministic: any quantile it answers has a rank within ``RANK_ERROR * count`` of the true
+one, whatever the order the values came in, and it holds O(log(RANK_ERROR * count) /
+RANK_ERROR) entries (a few hundred to a few thousand for any count a program reaches).
+
+Each entry is a value ``v`` with ``g`` (how many values it stands for, beyond the entry before
+it) and ``delta`` (how uncertain its rank is): the values at or below ``v`` number between
+``sum(g up to it)`` and that plus ``delta``. Entries are merged while ``g + g' + delta'`` stays
+within ``2 * RANK_ERROR * count``, which is what keeps every answer within the error.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_right
+from typing import Final, final
+
+__all__ = ["EXACT_UP_TO", "RANK_ERROR", "DurationSummary"]
+
+EXACT_UP_TO: Final = 1000
+"""Values kept exactly per name; quantiles of at most this many values are exact."""
+
+RANK_ERROR: Final = 0.005
+"""The sketch's rank error as a fraction of the count: 0.5 %.
+
+A median of 1,000,000 durations is then a duration whose rank lies within 5,000 of 500,000.
+"""
+
+# Merges run every 1 / (2 * RANK_ERROR) values, as the paper does: between two of them the
+# bound 2 * RANK_ERROR * count has grown by at most one.
+_COMPRESS_EVERY: Final = int(1 / (2 * RANK_ERROR))
+
+
+@final
+class DurationSummary:
+    """Count, total, min, max and the distribution of one name's durations (integer ns).
+
+    Not thread-safe: its profiler's thread adds to it.
+    """
+
+    __slots__ = ("count", "deltas", "gs", "max_ns", "min_ns", "total_ns", "values")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total_ns = 0
+        self.min_ns = 0
+        self.max_ns = 0
+        self.values = array("q")  # every value while gs is None (unsorted), else sorted entries
+        self.gs: array[int] | None = None
+        self.deltas: array[int] | None = None
+
+    def add(self, value: int) -> None:
+        """Count ``value`` in."""
+        if self.count == 0:
+            self.min_ns = self.max_ns = value
+        elif value < self.min_ns:
+            self.min_ns = value
+        elif value > self.max_ns:
+            self.max_ns = value
+        self.total_ns += value
+        values = self.values
+        gs = self.gs
+        if gs is None:
+            values.append(value)  # sorted only when read, or when the sketch takes over
+            self.count += 1
+            if self.count > EXACT_UP_TO:
+                # From here on a value may stand for others: every exact value becomes an
+                # entry of weight 1 with no uncertainty, which is what it is.
+                self.values = array("q", sorted(values))
+                self.gs = array("q", [1]) * len(values)
+                self.deltas = array("q", [0]) * len(values)
+            return
+        at = bisect_right(values, value)
+        deltas = self.deltas
+        assert deltas is not None
+        # A new value inside the summary is as uncertain as its neighbours may be.
+        delta = 0 if at in (0, len(values)) else max(0, self._bound() - 1)
+        values.insert(at, value)
+        gs.insert(at, 1)
+        deltas.insert(at, delta)
+        self.count += 1
+        if self.count % _COMPRESS_EVERY == 0:
+            self._compress()
+
+    @property
+    def rank_error(self) -> int:
+        """The most ranks a quantile may be off by: 0 while exact."""
+        return 0 if self.gs is None else math.floor(RANK_ERROR * self.count)
+
+    def ranks(self) -> tuple[tuple[int, int, int], ...]:
+        """``(value, least rank, greatest rank)`` of each entry, in value order (1-based)."""
+        gs, deltas = self.gs, self.deltas
+        if gs is None or deltas is None:
+            return tuple((v, i, i) for i, v in enumerate(sorted(self.values), 1))
+        out = []
+        rank = 0
+        for v, g, d in zip(self.values, gs, deltas, strict=True):
+            rank += g
+            out.append((v, rank, rank + d))
+        return tuple(out)
+
+    def _bound(self) -> int:
+        return math.floor(2 * RANK_ERROR * self.count)
+
+    def _compress(self) -> None:
+        gs, deltas = self.gs, self.deltas
+        assert gs is not None
+        assert deltas is not None
+        values = self.values
+        bound = self._bound()
+        # One pass from the top, merging each entry into the (merged) one above it when the
+        # pair stays within the bound. The first entry (the minimum) is never merged away.
+        kept_v, kept_g, kept_d = array("q"), array("q"), array("q")
+        v, g, d = values[-1], gs[-1], deltas[-1]
+        for i in range(len(values) - 2, -1, -1):
+            if i > 0 and gs[i] + g + d <= bound:
+                g += gs[i]
+                continue
+            kept_v.append(v)
+            kept_g.append(g)
+            kept_d.append(d)
+            v, g, d = values[i], gs[i], deltas[i]
+        kept_v.append(v)
+        kept_g.append(g)
+        kept_d.append(d)
+        kept_v.reverse()
+        kept_g.reverse()
+        kept_d.reverse()
+        self.values, self.gs, self.deltas = kept_v, kept_g, kept_d
+
+
+def quantile_of(ranks: tuple[tuple[int, int, int], ...], count: int, q: float) -> int:
+    """The value at quantile ``q`` of ``count`` values summarised by ``ranks``.
+
+    The nearest-rank definition: the value of rank ``ceil(q * count)`` (at least 1), so the
+    median of an even count is the lower middle value. From a sketch, the entry whose rank
+    range lies nearest that rank on both sides.
+    """
+    target = max(1, math.ceil(q * count))
+    best = ranks[0][0]
+    best_miss = count + 1
+    for value, least, greatest in ranks:
+        miss = max(target - least, greatest - target)
+        if miss < best_miss:
+            best, best_miss = value, miss
+    return best

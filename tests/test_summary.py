@@ -1,0 +1,111 @@
+"""summary(): exact sums, quantiles exact up to 1000 spans a name and within the stated rank
+error after, a bounded number of names, and memory that does not grow with the spans."""
+
+from __future__ import annotations
+
+import logging
+import math
+import tracemalloc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from eventapi import EventProfiler
+from eventapi.host import HostBackend
+
+
+@pytest.fixture
+def prof(host: HostBackend) -> Iterator[EventProfiler[Any, Any]]:
+    with EventProfiler(host, max_spans=0) as profiler:
+        yield profiler
+
+
+def _windows(prof: EventProfiler[Any, Any], name: str, n: int) -> list[int]:
+    """Open and close ``n`` windows named ``name``; return their durations as collected."""
+    durations = []
+    for start in range(0, n, 500):
+        for _ in range(min(500, n - start)):
+            with prof.window(name):
+                pass
+        durations += [span.duration_ns for span in prof.collect()]
+    return durations
+
+
+def _rank_miss(ordered: list[int], value: int, rank: int) -> int:
+    """How many ranks ``value`` is from ``rank`` in ``ordered`` (0 when one of its ranks)."""
+    lowest = ordered.index(value) + 1
+    highest = lowest + ordered.count(value) - 1
+    return 0 if lowest <= rank <= highest else min(abs(rank - lowest), abs(rank - highest))
+
+
+QUANTILES = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+
+
+def test_up_to_1000_spans_everything_is_exact(prof: EventProfiler[Any, Any]) -> None:
+    durations = sorted(_windows(prof, "w", 1000))
+    stats = prof.summary()["w"]
+    assert (stats.count, stats.total_ns) == (1000, sum(durations))
+    assert (stats.min_ns, stats.max_ns) == (durations[0], durations[-1])
+    assert stats.mean_ns == sum(durations) // 1000
+    assert stats.rank_error == 0
+    assert stats.median_ns == durations[499]  # the lower middle value
+    for q in QUANTILES:
+        assert stats.quantile(q) == durations[math.ceil(q * 1000) - 1]
+    assert (stats.quantile(0), stats.quantile(1)) == (durations[0], durations[-1])
+
+
+def test_past_1000_quantiles_stay_within_the_stated_rank_error(
+    prof: EventProfiler[Any, Any],
+) -> None:
+    durations = sorted(_windows(prof, "w", 4000))
+    stats = prof.summary()["w"]
+    assert (stats.count, stats.total_ns) == (4000, sum(durations))
+    assert (stats.min_ns, stats.max_ns) == (durations[0], durations[-1])
+    assert stats.mean_ns == sum(durations) // 4000
+    assert stats.rank_error == 20  # 0.5 % of the count
+    assert _rank_miss(durations, stats.median_ns, 2000) <= stats.rank_error
+    for q in QUANTILES:
+        target = math.ceil(q * 4000)
+        assert _rank_miss(durations, stats.quantile(q), target) <= stats.rank_error
+
+
+def test_a_quantile_outside_0_to_1_is_refused(prof: EventProfiler[Any, Any]) -> None:
+    _windows(prof, "w", 3)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        prof.summary()["w"].quantile(1.5)
+
+
+def test_names_past_max_names_are_counted_not_summarised(
+    host: HostBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    with EventProfiler(host, max_names=2) as prof, caplog.at_level(logging.WARNING, "eventapi"):
+        for name in ("a", "b", "c", "a", "d", "c"):
+            with prof.window(name):
+                pass
+        spans = prof.collect()
+        assert [span.name for span in spans] == ["a", "b", "c", "a", "d", "c"]
+        assert list(prof.summary()) == ["a", "b"]
+        assert prof.summary()["a"].count == 2
+        assert prof.unsummarized == 3
+    assert caplog.text.count("max_names=2") == 1
+
+
+def test_memory_stays_flat_while_spans_accumulate(prof: EventProfiler[Any, Any]) -> None:
+    # Two names, 1,000 windows each per round: after the first rounds every structure has
+    # reached its size (the sketch's entries, the pool); later rounds must not grow it. A
+    # summary that kept every duration would grow by 8 bytes a span even in a packed array,
+    # 32 kB over the last two rounds (36 bytes a span in a list of ints); 16 kB leaves room
+    # for the allocator's own noise and the sketch's slow (logarithmic) growth, a few kB.
+    tracemalloc.start()
+    try:
+        sizes = []
+        for _ in range(4):
+            for name in ("a", "b"):
+                _windows(prof, name, 1000)
+            prof.summary()
+            sizes.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert sizes[3] - sizes[1] < 16_000, sizes
+    assert prof.summary()["a"].count == 4000
