@@ -21,6 +21,11 @@ from typing import Final
 CASES: Final = (
     ("python -c pass", "pass"),
     ("import pluggy", "import pluggy"),
+    (
+        "pluggy + entry-point scan",
+        "import pluggy; from importlib.metadata import entry_points; "
+        "entry_points(group='eventapi.backends')",
+    ),
     ("import eventapi", "import eventapi"),
     ("eventapi.backends()", "import eventapi; eventapi.backends()"),
     ("eventapi.backend()", "import eventapi; eventapi.backend()"),
