@@ -169,7 +169,8 @@ def report(figures: dict[str, Any]) -> str:
     ]
     for backend in ("cuda", "hip"):
         fw = figures[backend]
-        rows.append(_row(f"{backend} window vs two raw records", fw["window_ratio"], GOALS["window"]))
+        window = fw["window_ratio"]
+        rows.append(_row(f"{backend} window vs two raw records", window, GOALS["window"]))
         rows.append(_row(f"{backend} fence vs raw", fw["fence_ratio"], GOALS["fence"]))
     rows.append(_row("import eventapi vs import pluggy", imp["import_ratio"], GOALS["import"]))
     rows.append(
@@ -198,7 +199,7 @@ def report(figures: dict[str, Any]) -> str:
         f"first backends() {imp['backends_ms']:.1f} ms, pluggy + scan {imp['scan_ms']:.1f} ms; "
         f"host anchor worst {host['anchor_max_us']:.1f} us",
         "",
-        "| backend | 50 ms fence wait: wall ms | CPU ms | share of a core | short wait wakes (us) |",
+        "| backend | 50 ms fence wait: wall ms | CPU ms | share of a core | short wait wakes us |",
         "|---|---:|---:|---:|---:|",
     ]
     for backend, wait in figures["wait"].items():
