@@ -87,11 +87,7 @@ def _script(name: str, args: list[str], preload: Path | None = None) -> dict[str
 
 
 def imports(repeat: int) -> dict[str, float]:
-    sys.path.insert(0, str(HERE))
-    import import_cost
-
-    samples = import_cost.measure(repeat)
-    medians = {label: statistics.median(values) for label, values in samples.items()}
+    medians: dict[str, float] = _script("import_cost.py", ["--repeat", str(repeat)])["median_ns"]
     return {
         "import_ms": medians["import eventapi"] / 1e6,
         "pluggy_ms": medians["import pluggy"] / 1e6,
