@@ -93,9 +93,10 @@ matrix: $(STAMP) emulated
 
 test: lint typecheck pytest conformance matrix
 
+# Every performance figure as a ratio, side by side in one run; ARGS="--load 2" runs it beside
+# two busy processes, ARGS="--json FILE" keeps the figures for comparison across commits.
 bench: $(STAMP) emulated
-	$(BIN)/python benchmarks/import_cost.py
-	LD_PRELOAD=$(CURDIR)/$(EMU)/libcuda.so.1 $(BIN)/python benchmarks/fence_window.py cuda
+	$(BIN)/python benchmarks/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-3.* build .mypy_cache .ruff_cache .pytest_cache

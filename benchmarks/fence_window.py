@@ -141,6 +141,70 @@ def _collect_raw(raw: Raw, stream: Any, pool: list[Any], pending: list[tuple[Any
     pending.clear()
 
 
+# -- the peer: NVIDIA's cuda.core, on its own stream of the same device ------------------------
+
+
+def peer_variants(backend: str, n: int, batch: int) -> tuple[dict[str, Callable[[], None]], Any]:
+    """cuda.core's fence and window, when the backend is cuda and cuda.core imports.
+
+    Returns the variants and a closer for what they hold. cuda.core's own idiom: a fence is a
+    timing event from ``Stream.record`` that is synced and closed; a window re-records two
+    pooled events (``Stream.record(event)``) and reads ``end - start`` at collect, where the
+    anchor takes the same bracketed samples as the other variants.
+    """
+    if backend != "cuda":
+        return {}, lambda: None
+    try:
+        from cuda.core import Device, EventOptions
+    except ImportError:
+        return {}, lambda: None
+    device = Device(0)
+    device.set_current()
+    stream = device.create_stream()
+    timing = EventOptions(timing_enabled=True)
+    pool = [stream.record(options=timing) for _ in range(2 * batch + ANCHOR_SAMPLES)]
+    stream.sync()
+
+    def fence() -> None:
+        for _ in range(n):
+            event = stream.record(options=timing)
+            event.sync()
+            event.close()
+
+    def window() -> None:
+        pending: list[tuple[Any, Any]] = []
+        for i in range(n):
+            start, end = pool.pop(), pool.pop()
+            stream.record(start)
+            stream.record(end)
+            pending.append((start, end))
+            if (i + 1) % batch == 0 or i == n - 1:
+                pending[-1][1].sync()
+                samples = [pool.pop() for _ in range(ANCHOR_SAMPLES)]
+                best: tuple[int, Any] | None = None
+                for sample in samples:
+                    before = time.perf_counter_ns()
+                    stream.record(sample)
+                    sample.sync()
+                    bracket = time.perf_counter_ns() - before
+                    if best is None or bracket < best[0]:
+                        best = (bracket, sample)
+                assert best is not None
+                for first, last in pending:
+                    _ = best[1] - first
+                    _ = last - first
+                    pool.extend((first, last))
+                pool.extend(samples)
+                pending.clear()
+
+    def close() -> None:
+        for event in pool:
+            event.close()
+        stream.close()
+
+    return {"fence/cuda.core": fence, "window/cuda.core": window}, close
+
+
 # -- the run ----------------------------------------------------------------------------------
 
 
@@ -165,6 +229,8 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
     if raw is not None:
         variants["fence/raw"] = lambda: fence_raw(raw, native, n)
         variants["window/raw"] = lambda: window_raw(raw, native, pool, n, batch)
+    peers, close_peers = peer_variants(backend, n, batch)
+    variants.update(peers)
     samples: dict[str, list[float]] = {name: [] for name in variants}
     try:
         for run in variants.values():  # warm-up: first calls resolve symbols, fill pools
@@ -178,6 +244,7 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
             for event in pool:
                 ok(raw.destroy(event))
         api.stream_destroy(stream)
+        close_peers()
     medians = {name: statistics.median(values) for name, values in samples.items()}
     return {"backend": backend, "n": n, "reps": reps, "batch": batch, "median_ns": medians}
 
@@ -185,8 +252,8 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
 def table(result: dict[str, Any]) -> str:
     medians: dict[str, float] = result["median_ns"]
     rows = [
-        "| operation | eventapi (us) | raw binding (us) | ratio |",
-        "|---|---:|---:|---:|",
+        "| operation | eventapi (us) | raw binding (us) | ratio | cuda.core (us) |",
+        "|---|---:|---:|---:|---:|",
     ]
     labels = {
         "fence": "fence: create, record, wait, close",
@@ -197,7 +264,9 @@ def table(result: dict[str, Any]) -> str:
         raw = medians.get(f"{op}/raw")
         raw_text = f"{raw / 1000:.2f}" if raw else "-"
         ratio = f"{ours / raw:.2f}" if raw else "-"
-        rows.append(f"| {label} | {ours / 1000:.2f} | {raw_text} | {ratio} |")
+        peer = medians.get(f"{op}/cuda.core")
+        peer_text = f"{peer / 1000:.2f}" if peer else "-"
+        rows.append(f"| {label} | {ours / 1000:.2f} | {raw_text} | {ratio} | {peer_text} |")
     return "\n".join(rows)
 
 

@@ -5,12 +5,13 @@ process. The cases run interleaved, one of each per round, so that a machine tha
 or speeds up part way through shifts every case alike; medians over the rounds are reported,
 with ratios against ``python -c pass`` and against ``import pluggy`` (the one dependency).
 
-    python benchmarks/import_cost.py [--repeat N] [--markdown]
+    python benchmarks/import_cost.py [--repeat N] [--markdown] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -21,6 +22,11 @@ from typing import Final
 CASES: Final = (
     ("python -c pass", "pass"),
     ("import pluggy", "import pluggy"),
+    (
+        "pluggy + entry-point scan",
+        "import pluggy; from importlib.metadata import entry_points; "
+        "entry_points(group='eventapi.backends')",
+    ),
     ("import eventapi", "import eventapi"),
     ("eventapi.backends()", "import eventapi; eventapi.backends()"),
     ("eventapi.backend()", "import eventapi; eventapi.backend()"),
@@ -80,10 +86,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=30, help="rounds (default: 30)")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--json", metavar="FILE", help="also write the median ns per case")
     args = parser.parse_args()
     samples = measure(args.repeat)
     print(f"{sys.executable} ({sys.version.split()[0]}), {args.repeat} rounds, interleaved")
     print(report(samples, markdown=args.markdown))
+    if args.json:
+        medians = {label: statistics.median(values) for label, values in samples.items()}
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump({"repeat": args.repeat, "median_ns": medians}, out, indent=2)
     return 0
 
 

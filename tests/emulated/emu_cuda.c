@@ -539,6 +539,18 @@ static CUresult impl_cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *us
     return code(emuc_launch_host_func(dev, stream_arg(hStream), fn, userData));
 }
 
+/* -- what cuda.core asks for beyond the backend's calls ---------------------------------- */
+
+/* Streams accept priorities and ignore them; the range is the one current GPUs report. */
+static CUresult impl_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority) {
+    ENTER("cuCtxGetStreamPriorityRange");
+    int dev;
+    NEED_CONTEXT(dev);
+    if (leastPriority != NULL) *leastPriority = 0;
+    if (greatestPriority != NULL) *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
 /* -- cuGetProcAddress ------------------------------------------------------------------- */
 
 /*
@@ -588,6 +600,7 @@ static const struct {
     {"cuGraphDestroy", 10000, (void *)impl_cuGraphDestroy},
     {"cuLaunchHostFunc", 10000, (void *)impl_cuLaunchHostFunc},
     {"cuLaunchHostFunc", 13020, (void *)impl_cuLaunchHostFunc_v2},
+    {"cuCtxGetStreamPriorityRange", 5050, (void *)impl_cuCtxGetStreamPriorityRange},
     {"cuGetProcAddress", 11030, NULL}, /* filled in by lookup(): defined below */
     {"cuGetProcAddress", 12000, NULL},
 };
@@ -690,5 +703,6 @@ EXPORT(CUresult, cuStreamBeginCapture_v2, (CUstream, int), impl_cuStreamBeginCap
 EXPORT(CUresult, cuStreamEndCapture, (CUstream, CUgraph *), impl_cuStreamEndCapture);
 EXPORT(CUresult, cuGraphDestroy, (CUgraph), impl_cuGraphDestroy);
 EXPORT(CUresult, cuLaunchHostFunc, (CUstream, CUhostFn, void *), impl_cuLaunchHostFunc);
+EXPORT(CUresult, cuCtxGetStreamPriorityRange, (int *, int *), impl_cuCtxGetStreamPriorityRange);
 EXPORT(CUresult, cuLaunchHostFunc_v2, (CUstream, CUhostFn, void *, unsigned int),
        impl_cuLaunchHostFunc_v2);
