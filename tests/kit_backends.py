@@ -229,6 +229,43 @@ class BrokenBlockingBackend(ThreadBackend):
         super().stream_wait_event(stream, event)
 
 
+@final
+class BrokenInlineHostFuncBackend(ThreadBackend):
+    """Calls a host function at once on the launching thread instead of enqueuing it."""
+
+    def stream_launch_host_func(self, stream: KitStream, fn: Callable[[], object]) -> None:
+        self._stream(stream, "stream_launch_host_func")
+        fn()
+
+
+@final
+class BrokenSecondDestroyBackend(ThreadBackend):
+    """Refuses a second destroy of an event with EventStateError instead of ignoring it."""
+
+    def event_destroy(self, event: KitEvent) -> None:
+        if isinstance(event, KitEvent) and event.owner is self and event.closed:
+            raise EventStateError("kit: event_destroy: event was destroyed; create a new one")
+        super().event_destroy(event)
+
+
+@final
+class BrokenOneStreamElapsedBackend(ThreadBackend):
+    """Reads elapsed time only between events of one stream, as the profiler's anchor cannot use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._recorded_on: dict[int, KitStream] = {}
+
+    def event_record(self, event: KitEvent, stream: KitStream) -> None:
+        super().event_record(event, stream)
+        self._recorded_on[id(event)] = stream
+
+    def event_elapsed(self, start: KitEvent, end: KitEvent) -> int:
+        if self._recorded_on.get(id(start)) is not self._recorded_on.get(id(end)):
+            raise DriverError("kit", "event_elapsed", 400, "INVALID_HANDLE", "two streams")
+        return super().event_elapsed(start, end)
+
+
 def make_thread_backend() -> ThreadBackend:
     """A factory, as ``--eventapi-backend=module:attr`` accepts."""
     return ThreadBackend()

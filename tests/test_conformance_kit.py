@@ -103,6 +103,21 @@ def test_kit_checks_blocking_without_event_query(tmp_path: Path) -> None:
             "test_streams",
             "ERROR test_streams.py::test_stream_destroy_releases_the_stream",
         ),
+        (
+            "BrokenInlineHostFuncBackend",
+            "test_capabilities",
+            "FAILED test_capabilities.py::test_host_funcs_run_in_order_not_inline",
+        ),
+        (
+            "BrokenSecondDestroyBackend",
+            "test_events",
+            "FAILED test_events.py::test_event_destroy_twice_is_a_no_op",
+        ),
+        (
+            "BrokenOneStreamElapsedBackend",
+            "test_elapsed",
+            "FAILED test_elapsed.py::test_elapsed_between_events_of_two_streams",
+        ),
     ],
 )
 def test_kit_fails_on_a_broken_backend(
@@ -138,6 +153,27 @@ def test_kit_stops_with_one_message_when_the_backend_cannot_load(tmp_path: Path)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
     assert "--eventapi-backend=kit_backends:NoSuchBackend: could not load the backend" in run.output
     assert run.output.count("could not load") == 1, run.output
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("collections:OrderedDict", "OrderedDict returned OrderedDict object, which is not"),
+        ("os:sep", "sep is not an eventapi backend"),
+        ("kit_backends", None),
+    ],
+)
+def test_kit_stops_with_one_line_when_the_object_is_not_a_backend(
+    tmp_path: Path, spec: str, named: str | None
+) -> None:
+    run = _kit(spec, cwd=tmp_path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
+    assert run.count("failed") == run.count("error") == 0, run.output
+    stop = [line for line in run.output.splitlines() if f"--eventapi-backend={spec}" in line]
+    assert len(stop) == 1, run.output
+    if named is not None:
+        assert named in stop[0], run.output
+        assert "lacks BACKEND, event_create" in stop[0], run.output
 
 
 def test_kit_without_the_option_skips_naming_it(tmp_path: Path) -> None:

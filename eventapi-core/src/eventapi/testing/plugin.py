@@ -92,10 +92,15 @@ def eventapi_timeout(request: pytest.FixtureRequest) -> float:
 @pytest.fixture(scope="session")
 def eventapi_api(request: pytest.FixtureRequest, eventapi_backend_name: str) -> Any:
     """The backend object under test, one for the whole session."""
-    from ._kit import load_backend
+    from ._kit import NotABackendError, load_backend
 
     try:
         api, factory = load_backend(eventapi_backend_name)
+    except NotABackendError as exc:
+        pytest.exit(
+            f"--eventapi-backend={eventapi_backend_name}: {exc}",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
     except Exception as exc:
         # Every test would fail the same way: stop the run with one message instead. An
         # explicit choice that cannot load is a usage error, never a silent skip.
