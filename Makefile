@@ -13,7 +13,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra -Werror -std=c11
 EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
-.PHONY: all check test lint typecheck pytest conformance emulated bench clean
+.PHONY: all check test lint typecheck pytest conformance fuzz soak emulated bench clean
 
 all: test
 
@@ -63,6 +63,16 @@ conformance: $(STAMP) emulated
 	$(PRELOAD_HIP) $(KIT) --eventapi-backend=eventapi_hip:HipBackend
 
 test: lint typecheck pytest conformance
+
+# The kit's state machines with a longer budget, on every backend from its class (so handles
+# of a second backend object are among the random arguments): make fuzz FUZZ_EXAMPLES=5000
+FUZZ_EXAMPLES ?= 1000
+FUZZ := $(KIT) -k state_machine --eventapi-fuzz-examples=$(FUZZ_EXAMPLES)
+
+fuzz: $(STAMP) emulated
+	$(FUZZ) --eventapi-backend=eventapi.host:HostBackend
+	$(PRELOAD_CUDA) $(FUZZ) --eventapi-backend=eventapi_cuda:CudaBackend
+	$(PRELOAD_HIP) $(FUZZ) --eventapi-backend=eventapi_hip:HipBackend
 
 bench: $(STAMP) emulated
 	$(BIN)/python benchmarks/import_cost.py

@@ -120,10 +120,13 @@ class MinimalBackend:
         ev.reached = reached
 
         def stamp() -> None:
-            ev.stamp_ns = time.perf_counter_ns()
+            self._stamp(ev)
             reached.set()
 
         target.queue.put(stamp)
+
+    def _stamp(self, event: KitEvent) -> None:
+        event.stamp_ns = time.perf_counter_ns()
 
     def event_wait(self, event: KitEvent) -> None:
         reached = self._event(event, "event_wait").reached
@@ -264,6 +267,39 @@ class BrokenOneStreamElapsedBackend(ThreadBackend):
         if self._recorded_on.get(id(start)) is not self._recorded_on.get(id(end)):
             raise DriverError("kit", "event_elapsed", 400, "INVALID_HANDLE", "two streams")
         return super().event_elapsed(start, end)
+
+
+# The state machine's quarry: faults no single-purpose test of the kit looks for, which only a
+# particular sequence of calls shows.
+
+
+@final
+class BrokenSequenceLeakBackend(ThreadBackend):
+    """Forgets to count an event released when it was recorded into two different streams."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._streams_of: dict[int, set[int]] = {}
+
+    def event_record(self, event: KitEvent, stream: KitStream) -> None:
+        super().event_record(event, stream)
+        self._streams_of.setdefault(id(event), set()).add(id(stream))
+
+    def event_destroy(self, event: KitEvent) -> None:
+        streams = self._streams_of.pop(id(event), set())
+        if len(streams) > 1 and isinstance(event, KitEvent) and event.owner is self:
+            event.closed = True  # the bug: the live count is not decremented
+            return
+        super().event_destroy(event)
+
+
+@final
+class BrokenStaleStampBackend(ThreadBackend):
+    """Keeps the stamp of an event's first record when the event is recorded again."""
+
+    def _stamp(self, event: KitEvent) -> None:
+        if event.stamp_ns == 0:
+            super()._stamp(event)
 
 
 def make_thread_backend() -> ThreadBackend:

@@ -104,8 +104,10 @@ def test_kit_checks_blocking_without_event_query(tmp_path: Path) -> None:
             "ERROR test_streams.py::test_stream_destroy_releases_the_stream",
         ),
         (
+            # Only the test that covers it: the other host-function tests hold a stream with a
+            # host function, which an inline backend runs to its time limit on the caller.
             "BrokenInlineHostFuncBackend",
-            "test_capabilities",
+            "not_inline",
             "FAILED test_capabilities.py::test_host_funcs_run_in_order_not_inline",
         ),
         (
@@ -128,6 +130,79 @@ def test_kit_fails_on_a_broken_backend(
     run = _kit(f"kit_backends:{backend}", "-k", module, cwd=tmp_path)
     assert run.returncode == 1, run.output
     assert any(line.startswith(caught_by) for line in run.output.splitlines()), run.output
+
+
+@pytest.mark.parametrize(
+    ("backend", "shows"),
+    [
+        # Leaks an event recorded into two streams, then destroyed.
+        ("BrokenSequenceLeakBackend", "live handles (events, streams)"),
+        # Reads a re-recorded event's first stamp: a later event reads back above 0 to it.
+        ("BrokenStaleStampBackend", "a re-recorded event must read from its latest record"),
+    ],
+)
+def test_state_machine_finds_a_bug_only_a_sequence_shows(
+    tmp_path: Path, backend: str, shows: str
+) -> None:
+    # Nothing else in the kit fails these backends. A fixed seed makes the search repeatable;
+    # the budget is what a longer run (make fuzz) gives every backend.
+    run = _kit(
+        f"kit_backends:{backend}",
+        "-k",
+        "protocol_call_sequences",
+        "--eventapi-fuzz-examples=100",
+        "--hypothesis-seed=1",
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1, run.output
+    assert "FAILED test_state_machine.py::test_protocol_call_sequences_match_the_model" in (
+        run.output
+    )
+    assert shows in run.output, run.output
+    # The shrunk sequence is printed as the calls that reproduce it.
+    assert "state.record(event=events_" in run.output, run.output
+
+
+def test_state_machines_pass_on_correct_backends_with_a_larger_budget(tmp_path: Path) -> None:
+    for backend in ("ThreadBackend", "MinimalBackend"):
+        run = _kit(
+            f"kit_backends:{backend}",
+            "-k",
+            "state_machine",
+            "--eventapi-fuzz-examples=40",
+            cwd=tmp_path,
+        )
+        _passed_cleanly(run)
+        assert run.count("passed") == 2, run.output
+
+
+def test_fuzz_budget_below_one_is_a_usage_error(tmp_path: Path) -> None:
+    run = _kit("kit_backends:ThreadBackend", "--eventapi-fuzz-examples=0", cwd=tmp_path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
+    assert "--eventapi-fuzz-examples must be at least 1, got 0" in run.output
+
+
+def test_state_machines_skip_naming_the_install_without_hypothesis(tmp_path: Path) -> None:
+    # hypothesis made unimportable, as where it is not installed (its own pytest plugin, which
+    # comes with it, is then absent too).
+    hidden = tmp_path / "hidden"
+    (hidden / "hypothesis").mkdir(parents=True)
+    (hidden / "hypothesis" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'hypothesis'\", name='hypothesis')\n"
+    )
+    run = _pytest(
+        "-p",
+        "no:hypothesispytest",
+        *KIT,
+        "--eventapi-backend=kit_backends:ThreadBackend",
+        cwd=tmp_path,
+        env={"PYTHONPATH": os.pathsep.join([str(hidden), str(TESTS)])},
+    )
+    _passed_cleanly(run)
+    skipped = run.lines("SKIPPED")
+    assert len(skipped) == 1, run.output  # the module: both state machines
+    assert 'pip install "eventapi-core[testing]"' in skipped[0], run.output
+    assert "pip install hypothesis" in skipped[0], run.output
 
 
 def test_kit_turns_a_hang_into_a_failure(tmp_path: Path) -> None:
@@ -218,6 +293,23 @@ def test_plugin_collects_nothing_in_an_unrelated_run(tmp_path: Path) -> None:
     assert run.returncode == 0, run.output
     collected = [line for line in run.output.splitlines() if "::" in line]
     assert collected == ["test_unrelated.py::test_unrelated"], run.output
+
+
+def test_plugin_imports_nothing_heavy_in_an_unrelated_run(tmp_path: Path) -> None:
+    # pytest loads the plugin in every run of every project with eventapi-core installed.
+    project = _unrelated_project(tmp_path)
+    (project / "test_imports.py").write_text(
+        "import sys\n"
+        "HEAVY = ('hypothesis', 'cuda', 'hip', 'eventapi_cuda', 'eventapi_hip')\n"
+        "def test_nothing_heavy_imported():\n"
+        "    loaded = [m for m in sys.modules if m.split('.')[0] in HEAVY\n"
+        "              or m.startswith(('eventapi.testing._', 'eventapi.testing.test_'))]\n"
+        "    assert loaded == []\n"
+        "    assert 'eventapi.testing.plugin' in sys.modules\n"
+    )
+    run = _pytest(cwd=project)
+    _passed_cleanly(run)
+    assert run.count("passed") == 2, run.output
 
 
 def test_plugin_adds_only_eventapi_fixtures(tmp_path: Path) -> None:
