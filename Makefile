@@ -74,6 +74,14 @@ fuzz: $(STAMP) emulated
 	$(PRELOAD_CUDA) $(FUZZ) --eventapi-backend=eventapi_cuda:CudaBackend
 	$(PRELOAD_HIP) $(FUZZ) --eventapi-backend=eventapi_hip:HipBackend
 
+# Fences and windows from 8 threads for SOAK_SECONDS on each of host and emulated cuda, memory
+# and live handles sampled; fails on growth. Not part of `make test`: make soak SOAK_SECONDS=60
+SOAK_SECONDS ?= 600
+
+soak: $(STAMP) emulated
+	$(BIN)/python benchmarks/soak.py host --seconds $(SOAK_SECONDS)
+	$(PRELOAD_CUDA) $(BIN)/python benchmarks/soak.py cuda --seconds $(SOAK_SECONDS)
+
 bench: $(STAMP) emulated
 	$(BIN)/python benchmarks/import_cost.py
 	LD_PRELOAD=$(CURDIR)/$(EMU)/libcuda.so.1 $(BIN)/python benchmarks/fence_window.py cuda
