@@ -70,6 +70,17 @@ class MinimalBackend:
         self._lock = threading.Lock()
         self._events = 0
         self._streams = 0
+        self._faults: dict[str, int] = {}  # method -> calls left to fail (inject_fault)
+
+    def _fault_due(self, method: str) -> bool:
+        with self._lock:
+            left = self._faults.get(method, 0)
+            if left:
+                self._faults[method] = left - 1
+            return left > 0
+
+    def _injected(self, method: str) -> DriverError:
+        return DriverError("kit", method, 999, "INJECTED_FAULT", "fault injected")
 
     def live_handles(self) -> Counts:
         with self._lock:
@@ -112,6 +123,9 @@ class MinimalBackend:
                 return
             event.closed = True
             self._events -= 1
+        # A failed destroy still releases the handle: the owner can only log the error.
+        if self._fault_due("event_destroy"):
+            raise self._injected("event_destroy")
 
     def event_record(self, event: KitEvent, stream: KitStream) -> None:
         target = self._stream(stream, "event_record")
@@ -172,6 +186,8 @@ class MinimalBackend:
             stream.closed = True
             self._release_stream()
         stream.queue.put(None)  # the worker drains what is queued, then exits
+        if self._fault_due("stream_destroy"):
+            raise self._injected("stream_destroy")
 
     def _release_stream(self) -> None:
         self._streams -= 1
@@ -185,7 +201,14 @@ class HostFuncBackend(MinimalBackend):
 
 
 class ThreadBackend(HostFuncBackend):
-    """The protocol and all three optional capabilities."""
+    """The protocol and all three optional capabilities, and fault injection for destroys."""
+
+    def inject_fault(self, method: str) -> None:
+        """Make the next ``method`` call fail, as the host backend's ``inject_fault`` does."""
+        if method not in {"event_destroy", "stream_destroy"}:
+            raise ValueError(f"kit: inject_fault: only destroys can fail here, not {method!r}")
+        with self._lock:
+            self._faults[method] = self._faults.get(method, 0) + 1
 
     def event_query(self, event: KitEvent) -> bool:
         reached = self._event(event, "event_query").reached
@@ -267,6 +290,16 @@ class BrokenOneStreamElapsedBackend(ThreadBackend):
         if self._recorded_on.get(id(start)) is not self._recorded_on.get(id(end)):
             raise DriverError("kit", "event_elapsed", 400, "INVALID_HANDLE", "two streams")
         return super().event_elapsed(start, end)
+
+
+@final
+class BrokenFailedDestroyBackend(ThreadBackend):
+    """Keeps an event open and counted when its destroy fails, instead of releasing it."""
+
+    def event_destroy(self, event: KitEvent) -> None:
+        if self._fault_due("event_destroy"):
+            raise self._injected("event_destroy")
+        super().event_destroy(event)
 
 
 # The state machine's quarry: faults no single-purpose test of the kit looks for, which only a

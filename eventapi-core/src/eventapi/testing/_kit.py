@@ -9,6 +9,7 @@ capability), never by a sleep: the kit knows exactly when the stream may move on
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 import threading
@@ -31,6 +32,7 @@ __all__ = [
     "Kit",
     "NotABackendError",
     "Waiter",
+    "failed_destroy",
     "live_counts",
     "load_backend",
     "second_destroy",
@@ -135,6 +137,38 @@ def second_destroy(kit: Kit, destroy: Callable[[Any], object], handle: Any) -> N
             "of the same handle must be a no-op that raises nothing",
             pytrace=False,
         )
+
+
+def failed_destroy(kit: Kit, destroy: Callable[[Any], object], handle: Any) -> None:
+    """Destroy ``handle`` with a fault injected into the destroy; check what the contract says.
+
+    Needs the backend's ``inject_fault(method)`` (the host backend's fault injection, which a
+    backend may offer on the same terms); skips without it. A failed destroy may raise
+    ``DriverError`` or nothing (owners only log it), and leaves the handle closed (refused from
+    then on, a further destroy a no-op) and uncounted.
+    """
+    from .._errors import DriverError
+
+    inject = getattr(kit.api, "inject_fault", None)
+    if not callable(inject):
+        pytest.skip(
+            f"the {kit.api.BACKEND} backend has no inject_fault(method), so a failed destroy "
+            "cannot be provoked"
+        )
+    name = getattr(destroy, "__name__", str(destroy))
+    before = live_counts(kit.api)
+    inject(name)
+    with contextlib.suppress(DriverError):  # the owner logs it; the handle is released anyway
+        kit.call(destroy, handle)
+    after = live_counts(kit.api)
+    if before is not None and after is not None:
+        kind = 0 if name == "event_destroy" else 1
+        assert after[kind] == before[kind] - 1, (
+            f"a failed {name} left the live counts at {after} (from {before}): the handle must "
+            "be closed and uncounted whatever the driver said"
+        )
+    second_destroy(kit, destroy, handle)
+    assert live_counts(kit.api) == after, f"a destroy after a failed {name} released it again"
 
 
 @final
