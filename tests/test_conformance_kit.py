@@ -33,8 +33,13 @@ def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
     return run_pytest(*args, cwd=cwd, env=environ, timeout=RUN_TIMEOUT_S)
 
 
+# The state machines' budget in runs about something else: they still run, briefly. A test about
+# them gives its own, which comes later on the command line and wins.
+QUICK_FUZZ = "--eventapi-fuzz-examples=3"
+
+
 def _kit(backend: str, *args: str, cwd: Path) -> Run:
-    return _pytest(*KIT, f"--eventapi-backend={backend}", *args, cwd=cwd)
+    return _pytest(*KIT, f"--eventapi-backend={backend}", QUICK_FUZZ, *args, cwd=cwd)
 
 
 def _passed_cleanly(run: Run) -> None:
@@ -138,25 +143,25 @@ def test_kit_fails_on_a_broken_backend(
 
 
 @pytest.mark.parametrize(
-    ("backend", "shows"),
+    ("backend", "seed", "shows"),
     [
         # Leaks an event recorded into two streams, then destroyed.
-        ("BrokenSequenceLeakBackend", "live handles (events, streams)"),
+        ("BrokenSequenceLeakBackend", 6, "live handles (events, streams)"),
         # Reads a re-recorded event's first stamp: a later event reads back above 0 to it.
-        ("BrokenStaleStampBackend", "a re-recorded event must read from its latest record"),
+        ("BrokenStaleStampBackend", 1, "a re-recorded event must read from its latest record"),
     ],
 )
 def test_state_machine_finds_a_bug_only_a_sequence_shows(
-    tmp_path: Path, backend: str, shows: str
+    tmp_path: Path, backend: str, seed: int, shows: str
 ) -> None:
-    # Nothing else in the kit fails these backends. A fixed seed makes the search repeatable;
-    # the budget is what a longer run (make fuzz) gives every backend.
+    # Nothing else in the kit fails these backends. The budget is a tenth of make fuzz's; a
+    # fixed seed makes the search repeatable (most seeds find both within it).
     run = _kit(
         f"kit_backends:{backend}",
         "-k",
         "protocol_call_sequences",
         "--eventapi-fuzz-examples=100",
-        "--hypothesis-seed=1",
+        f"--hypothesis-seed={seed}",
         cwd=tmp_path,
     )
     assert run.returncode == 1, run.output
@@ -174,7 +179,7 @@ def test_state_machines_pass_on_correct_backends_with_a_larger_budget(tmp_path: 
             f"kit_backends:{backend}",
             "-k",
             "state_machine",
-            "--eventapi-fuzz-examples=40",
+            "--eventapi-fuzz-examples=25",
             cwd=tmp_path,
         )
         _passed_cleanly(run)
