@@ -77,17 +77,7 @@ INITIAL_HANDLES: Final = 2  # streams (and events) each sequence starts with
 MAX_PROFILERS: Final = 2  # each owns a stream and a pool: a few are enough to interleave
 
 
-# -- the model ------------------------------------------------------------------------------------
-#
-# Happens-before is tracked with record ids: each record (of an event, a fence or a window) gets
-# a new id, and each stream keeps the set of ids its later work comes after (its own records and
-# what it was made to wait on). A record is known reached once the host saw it (a wait, a
-# synchronize, a query or reading that said so) or saw a record that comes after it.
-#
-# A stream destroyed with work still queued may drop that work (the contract allows it); the ids
-# it may drop, and everything that comes after them, are never waited on, so no step can hang on
-# work that will never run.
-
+# -- calls ---------------------------------------------------------------------------------------
 
 CALLER_THREADS: Final = 3  # calls rotate over these, so handles cross threads
 
@@ -125,7 +115,7 @@ class _Caller:
 
 
 @final
-class Callers:
+class _Callers:
     """Threads that make a state machine's calls in turn, each call bounded in time.
 
     A thread per call (as :meth:`Kit.call` starts) would cost more than most calls do; a few
@@ -160,6 +150,18 @@ class Callers:
     def close(self) -> None:
         for caller in self._callers:
             caller.close()
+
+
+# -- the model ------------------------------------------------------------------------------------
+#
+# Happens-before is tracked with record ids: each record (of an event or a fence) gets
+# a new id, and each stream keeps the set of ids its later work comes after (its own records and
+# what it was made to wait on). A record is known reached once the host saw it (a wait, a
+# synchronize, a query or reading that said so) or saw a record that comes after it.
+#
+# A stream destroyed with work still queued may drop that work (the contract allows it); the ids
+# it may drop, and everything that comes after them, are never waited on, so no step can hang on
+# work that will never run.
 
 
 STREAMS: Final = Bundle("streams")
@@ -233,7 +235,7 @@ class _Sequences(RuleBasedStateMachine):
     """
 
     kit: ClassVar[Kit]
-    callers: ClassVar[Callers]
+    callers: ClassVar[_Callers]
     foreign_handles: ClassVar[dict[str, Any]]  # "event"/"stream" of a second backend object
 
     streams = STREAMS
@@ -701,7 +703,7 @@ def _foreign_handles(kit: Kit, request: pytest.FixtureRequest) -> dict[str, Any]
 
 
 def _run(machine: type[_Sequences], kit: Kit, examples: int, foreign: dict[str, Any]) -> None:
-    callers = Callers(kit.timeout)
+    callers = _Callers(kit.timeout)
     bound = type(
         machine.__name__,
         (machine,),
