@@ -287,9 +287,10 @@ class BrokenOneStreamElapsedBackend(ThreadBackend):
         self._recorded_on[id(event)] = stream
 
     def event_elapsed(self, start: KitEvent, end: KitEvent) -> int:
+        reading = super().event_elapsed(start, end)  # the handle checks come first
         if self._recorded_on.get(id(start)) is not self._recorded_on.get(id(end)):
             raise DriverError("kit", "event_elapsed", 400, "INVALID_HANDLE", "two streams")
-        return super().event_elapsed(start, end)
+        return reading
 
 
 @final
