@@ -16,7 +16,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra -Werror -std=c11
 EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
-.PHONY: all check test lint typecheck pytest conformance matrix emulated bench clean
+.PHONY: all check test lint typecheck pytest conformance matrix fuzz soak emulated bench clean
 
 all: test
 
@@ -92,6 +92,24 @@ matrix: $(STAMP) emulated
 	done
 
 test: lint typecheck pytest conformance matrix
+
+# The kit's state machines with a longer budget, on every backend from its class (so handles
+# of a second backend object are among the random arguments): make fuzz FUZZ_EXAMPLES=5000
+FUZZ_EXAMPLES ?= 1000
+FUZZ := $(KIT) -k state_machine --eventapi-fuzz-examples=$(FUZZ_EXAMPLES)
+
+fuzz: $(STAMP) emulated
+	$(FUZZ) --eventapi-backend=eventapi.host:HostBackend
+	$(PRELOAD_CUDA) $(FUZZ) --eventapi-backend=eventapi_cuda:CudaBackend
+	$(PRELOAD_HIP) $(FUZZ) --eventapi-backend=eventapi_hip:HipBackend
+
+# Fences and windows from 8 threads for SOAK_SECONDS on each of host and emulated cuda, memory
+# and live handles sampled; fails on growth. Not part of `make test`: make soak SOAK_SECONDS=60
+SOAK_SECONDS ?= 600
+
+soak: $(STAMP) emulated
+	$(BIN)/python benchmarks/soak.py host --seconds $(SOAK_SECONDS)
+	$(PRELOAD_CUDA) $(BIN)/python benchmarks/soak.py cuda --seconds $(SOAK_SECONDS)
 
 # Every performance figure as a ratio, side by side in one run; ARGS="--load 2" runs it beside
 # two busy processes, ARGS="--json FILE" keeps the figures for comparison across commits.

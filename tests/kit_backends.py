@@ -70,6 +70,17 @@ class MinimalBackend:
         self._lock = threading.Lock()
         self._events = 0
         self._streams = 0
+        self._faults: dict[str, int] = {}  # method -> calls left to fail (inject_fault)
+
+    def _fault_due(self, method: str) -> bool:
+        with self._lock:
+            left = self._faults.get(method, 0)
+            if left:
+                self._faults[method] = left - 1
+            return left > 0
+
+    def _injected(self, method: str) -> DriverError:
+        return DriverError("kit", method, 999, "INJECTED_FAULT", "fault injected")
 
     def live_handles(self) -> Counts:
         with self._lock:
@@ -112,6 +123,9 @@ class MinimalBackend:
                 return
             event.closed = True
             self._events -= 1
+        # A failed destroy still releases the handle: the owner can only log the error.
+        if self._fault_due("event_destroy"):
+            raise self._injected("event_destroy")
 
     def event_record(self, event: KitEvent, stream: KitStream) -> None:
         target = self._stream(stream, "event_record")
@@ -120,10 +134,13 @@ class MinimalBackend:
         ev.reached = reached
 
         def stamp() -> None:
-            ev.stamp_ns = time.perf_counter_ns()
+            self._stamp(ev)
             reached.set()
 
         target.queue.put(stamp)
+
+    def _stamp(self, event: KitEvent) -> None:
+        event.stamp_ns = time.perf_counter_ns()
 
     def event_wait(self, event: KitEvent) -> None:
         reached = self._event(event, "event_wait").reached
@@ -169,6 +186,8 @@ class MinimalBackend:
             stream.closed = True
             self._release_stream()
         stream.queue.put(None)  # the worker drains what is queued, then exits
+        if self._fault_due("stream_destroy"):
+            raise self._injected("stream_destroy")
 
     def _release_stream(self) -> None:
         self._streams -= 1
@@ -182,7 +201,14 @@ class HostFuncBackend(MinimalBackend):
 
 
 class ThreadBackend(HostFuncBackend):
-    """The protocol and all three optional capabilities."""
+    """The protocol and all three optional capabilities, and fault injection for destroys."""
+
+    def inject_fault(self, method: str) -> None:
+        """Make the next ``method`` call fail, as the host backend's ``inject_fault`` does."""
+        if method not in {"event_destroy", "stream_destroy"}:
+            raise ValueError(f"kit: inject_fault: only destroys can fail here, not {method!r}")
+        with self._lock:
+            self._faults[method] = self._faults.get(method, 0) + 1
 
     def event_query(self, event: KitEvent) -> bool:
         reached = self._event(event, "event_query").reached
@@ -227,6 +253,87 @@ class BrokenBlockingBackend(ThreadBackend):
     def stream_wait_event(self, stream: KitStream, event: KitEvent) -> None:
         self.event_wait(event)
         super().stream_wait_event(stream, event)
+
+
+@final
+class BrokenInlineHostFuncBackend(ThreadBackend):
+    """Calls a host function at once on the launching thread instead of enqueuing it."""
+
+    def stream_launch_host_func(self, stream: KitStream, fn: Callable[[], object]) -> None:
+        self._stream(stream, "stream_launch_host_func")
+        fn()
+
+
+@final
+class BrokenSecondDestroyBackend(ThreadBackend):
+    """Refuses a second destroy of an event with EventStateError instead of ignoring it."""
+
+    def event_destroy(self, event: KitEvent) -> None:
+        if isinstance(event, KitEvent) and event.owner is self and event.closed:
+            raise EventStateError("kit: event_destroy: event was destroyed; create a new one")
+        super().event_destroy(event)
+
+
+@final
+class BrokenOneStreamElapsedBackend(ThreadBackend):
+    """Reads elapsed time only between events of one stream, as the profiler's anchor cannot use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._recorded_on: dict[int, KitStream] = {}
+
+    def event_record(self, event: KitEvent, stream: KitStream) -> None:
+        super().event_record(event, stream)
+        self._recorded_on[id(event)] = stream
+
+    def event_elapsed(self, start: KitEvent, end: KitEvent) -> int:
+        reading = super().event_elapsed(start, end)  # the handle checks come first
+        if self._recorded_on.get(id(start)) is not self._recorded_on.get(id(end)):
+            raise DriverError("kit", "event_elapsed", 400, "INVALID_HANDLE", "two streams")
+        return reading
+
+
+@final
+class BrokenFailedDestroyBackend(ThreadBackend):
+    """Keeps an event open and counted when its destroy fails, instead of releasing it."""
+
+    def event_destroy(self, event: KitEvent) -> None:
+        if self._fault_due("event_destroy"):
+            raise self._injected("event_destroy")
+        super().event_destroy(event)
+
+
+# The state machine's quarry: faults no single-purpose test of the kit looks for, which only a
+# particular sequence of calls shows.
+
+
+@final
+class BrokenSequenceLeakBackend(ThreadBackend):
+    """Forgets to count an event released when it was recorded into two different streams."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._streams_of: dict[int, set[int]] = {}
+
+    def event_record(self, event: KitEvent, stream: KitStream) -> None:
+        super().event_record(event, stream)
+        self._streams_of.setdefault(id(event), set()).add(id(stream))
+
+    def event_destroy(self, event: KitEvent) -> None:
+        streams = self._streams_of.pop(id(event), set())
+        if len(streams) > 1 and isinstance(event, KitEvent) and event.owner is self:
+            event.closed = True  # the bug: the live count is not decremented
+            return
+        super().event_destroy(event)
+
+
+@final
+class BrokenStaleStampBackend(ThreadBackend):
+    """Keeps the stamp of an event's first record when the event is recorded again."""
+
+    def _stamp(self, event: KitEvent) -> None:
+        if event.stamp_ns == 0:
+            super()._stamp(event)
 
 
 def make_thread_backend() -> ThreadBackend:

@@ -33,8 +33,13 @@ def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
     return run_pytest(*args, cwd=cwd, env=environ, timeout=RUN_TIMEOUT_S)
 
 
+# The state machines' budget in runs about something else: they still run, briefly. A test about
+# them gives its own, which comes later on the command line and wins.
+QUICK_FUZZ = "--eventapi-fuzz-examples=3"
+
+
 def _kit(backend: str, *args: str, cwd: Path) -> Run:
-    return _pytest(*KIT, f"--eventapi-backend={backend}", *args, cwd=cwd)
+    return _pytest(*KIT, f"--eventapi-backend={backend}", QUICK_FUZZ, *args, cwd=cwd)
 
 
 def _passed_cleanly(run: Run) -> None:
@@ -103,6 +108,28 @@ def test_kit_checks_blocking_without_event_query(tmp_path: Path) -> None:
             "test_streams",
             "ERROR test_streams.py::test_stream_destroy_releases_the_stream",
         ),
+        (
+            # Only the test that covers it: the other host-function tests hold a stream with a
+            # host function, which an inline backend runs to its time limit on the caller.
+            "BrokenInlineHostFuncBackend",
+            "not_inline",
+            "FAILED test_capabilities.py::test_host_funcs_run_in_order_not_inline",
+        ),
+        (
+            "BrokenSecondDestroyBackend",
+            "test_events",
+            "FAILED test_events.py::test_event_destroy_twice_is_a_no_op",
+        ),
+        (
+            "BrokenFailedDestroyBackend",
+            "test_events",
+            "FAILED test_events.py::test_failed_event_destroy_leaves_it_closed_and_uncounted",
+        ),
+        (
+            "BrokenOneStreamElapsedBackend",
+            "test_elapsed",
+            "FAILED test_elapsed.py::test_elapsed_between_events_of_two_streams",
+        ),
     ],
 )
 def test_kit_fails_on_a_broken_backend(
@@ -113,6 +140,79 @@ def test_kit_fails_on_a_broken_backend(
     run = _kit(f"kit_backends:{backend}", "-k", module, cwd=tmp_path)
     assert run.returncode == 1, run.output
     assert any(line.startswith(caught_by) for line in run.output.splitlines()), run.output
+
+
+@pytest.mark.parametrize(
+    ("backend", "seed", "shows"),
+    [
+        # Leaks an event recorded into two streams, then destroyed.
+        ("BrokenSequenceLeakBackend", 6, "live handles (events, streams)"),
+        # Reads a re-recorded event's first stamp: a later event reads back above 0 to it.
+        ("BrokenStaleStampBackend", 1, "a re-recorded event must read from its latest record"),
+    ],
+)
+def test_state_machine_finds_a_bug_only_a_sequence_shows(
+    tmp_path: Path, backend: str, seed: int, shows: str
+) -> None:
+    # Nothing else in the kit fails these backends. The budget is a tenth of make fuzz's; a
+    # fixed seed makes the search repeatable (most seeds find both within it).
+    run = _kit(
+        f"kit_backends:{backend}",
+        "-k",
+        "protocol_call_sequences",
+        "--eventapi-fuzz-examples=100",
+        f"--hypothesis-seed={seed}",
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1, run.output
+    assert "FAILED test_state_machine.py::test_protocol_call_sequences_match_the_model" in (
+        run.output
+    )
+    assert shows in run.output, run.output
+    # The shrunk sequence is printed as the calls that reproduce it.
+    assert "state.record(event=events_" in run.output, run.output
+
+
+def test_state_machines_pass_on_correct_backends_with_a_larger_budget(tmp_path: Path) -> None:
+    for backend in ("ThreadBackend", "MinimalBackend"):
+        run = _kit(
+            f"kit_backends:{backend}",
+            "-k",
+            "state_machine",
+            "--eventapi-fuzz-examples=25",
+            cwd=tmp_path,
+        )
+        _passed_cleanly(run)
+        assert run.count("passed") == 2, run.output
+
+
+def test_fuzz_budget_below_one_is_a_usage_error(tmp_path: Path) -> None:
+    run = _kit("kit_backends:ThreadBackend", "--eventapi-fuzz-examples=0", cwd=tmp_path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
+    assert "--eventapi-fuzz-examples must be at least 1, got 0" in run.output
+
+
+def test_state_machines_skip_naming_the_install_without_hypothesis(tmp_path: Path) -> None:
+    # hypothesis made unimportable, as where it is not installed (its own pytest plugin, which
+    # comes with it, is then absent too).
+    hidden = tmp_path / "hidden"
+    (hidden / "hypothesis").mkdir(parents=True)
+    (hidden / "hypothesis" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'hypothesis'\", name='hypothesis')\n"
+    )
+    run = _pytest(
+        "-p",
+        "no:hypothesispytest",
+        *KIT,
+        "--eventapi-backend=kit_backends:ThreadBackend",
+        cwd=tmp_path,
+        env={"PYTHONPATH": os.pathsep.join([str(hidden), str(TESTS)])},
+    )
+    _passed_cleanly(run)
+    skipped = [line for line in run.lines("SKIPPED") if "test_state_machine.py" in line]
+    assert len(skipped) == 1, run.output  # the module: both state machines
+    assert 'pip install "eventapi-core[testing]"' in skipped[0], run.output
+    assert "pip install hypothesis" in skipped[0], run.output
 
 
 def test_kit_turns_a_hang_into_a_failure(tmp_path: Path) -> None:
@@ -138,6 +238,27 @@ def test_kit_stops_with_one_message_when_the_backend_cannot_load(tmp_path: Path)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
     assert "--eventapi-backend=kit_backends:NoSuchBackend: could not load the backend" in run.output
     assert run.output.count("could not load") == 1, run.output
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("collections:OrderedDict", "OrderedDict returned OrderedDict object, which is not"),
+        ("os:sep", "sep is not an eventapi backend"),
+        ("kit_backends", None),
+    ],
+)
+def test_kit_stops_with_one_line_when_the_object_is_not_a_backend(
+    tmp_path: Path, spec: str, named: str | None
+) -> None:
+    run = _kit(spec, cwd=tmp_path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output
+    assert run.count("failed") == run.count("error") == 0, run.output
+    stop = [line for line in run.output.splitlines() if f"--eventapi-backend={spec}" in line]
+    assert len(stop) == 1, run.output
+    if named is not None:
+        assert named in stop[0], run.output
+        assert "lacks BACKEND, event_create" in stop[0], run.output
 
 
 def test_kit_without_the_option_skips_naming_it(tmp_path: Path) -> None:
@@ -182,6 +303,23 @@ def test_plugin_collects_nothing_in_an_unrelated_run(tmp_path: Path) -> None:
     assert run.returncode == 0, run.output
     collected = [line for line in run.output.splitlines() if "::" in line]
     assert collected == ["test_unrelated.py::test_unrelated"], run.output
+
+
+def test_plugin_imports_nothing_heavy_in_an_unrelated_run(tmp_path: Path) -> None:
+    # pytest loads the plugin in every run of every project with eventapi-core installed.
+    project = _unrelated_project(tmp_path)
+    (project / "test_imports.py").write_text(
+        "import sys\n"
+        "HEAVY = ('hypothesis', 'cuda', 'hip', 'eventapi_cuda', 'eventapi_hip')\n"
+        "def test_nothing_heavy_imported():\n"
+        "    loaded = [m for m in sys.modules if m.split('.')[0] in HEAVY\n"
+        "              or m.startswith(('eventapi.testing._', 'eventapi.testing.test_'))]\n"
+        "    assert loaded == []\n"
+        "    assert 'eventapi.testing.plugin' in sys.modules\n"
+    )
+    run = _pytest(cwd=project)
+    _passed_cleanly(run)
+    assert run.count("passed") == 2, run.output
 
 
 def test_plugin_adds_only_eventapi_fixtures(tmp_path: Path) -> None:

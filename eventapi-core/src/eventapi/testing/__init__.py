@@ -6,14 +6,17 @@
 
 It checks every member of :class:`eventapi.EventApi` and every optional capability the backend
 declares against the contract, across threads, with typed errors, and, where the backend counts
-its live handles, for leaks. The pytest plugin (:mod:`eventapi.testing.plugin`, registered
+its live handles, for leaks; and hypothesis state machines run random call sequences, valid and
+invalid, against a model (``--eventapi-fuzz-examples=N`` sets their budget; without hypothesis
+they are skipped). The pytest plugin (:mod:`eventapi.testing.plugin`, registered
 through the ``pytest11`` entry point ``eventapi.testing``) provides the ``eventapi_`` fixtures;
 :class:`Kit`, :class:`Hold` and :class:`Waiter` are the types they hand to a test, for backend
 authors who add tests of their own. See ``docs/conformance.md``.
 
 Importing this package (which pytest does in every run, to load the plugin) imports nothing
-beyond ``eventapi`` itself, which scans no plugin and loads no driver binding: a run that does
-not ask for the kit must not pay for it.
+beyond ``eventapi`` itself, which scans no plugin and loads no driver binding; hypothesis is
+imported only by the state machines' module, when the kit is collected. A run that does not ask
+for the kit must not pay for it.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ capability), never by a sleep: the kit knows exactly when the stream may move on
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 import threading
@@ -18,13 +19,20 @@ from typing import Any, Final, TypeVar, final
 import pytest
 
 from .._errors import EventStateError
-from .._protocol import SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
+from .._protocol import (
+    PROTOCOL_METHODS,
+    SupportsCaptureCheck,
+    SupportsEventQuery,
+    SupportsHostFunc,
+)
 
 __all__ = [
     "BLOCK_WINDOW_S",
     "Hold",
     "Kit",
+    "NotABackendError",
     "Waiter",
+    "failed_destroy",
     "live_counts",
     "load_backend",
     "second_destroy",
@@ -54,6 +62,10 @@ def is_object_ref(spec: str) -> bool:
     return _OBJECT_REF.match(spec) is not None
 
 
+class NotABackendError(TypeError):
+    """``--eventapi-backend`` named something that is not a backend object (or factory of one)."""
+
+
 def load_backend(spec: str) -> tuple[Any, Callable[[], Any] | None]:
     """Return the backend object ``spec`` selects and, when there is one, a factory of more.
 
@@ -62,6 +74,9 @@ def load_backend(spec: str) -> tuple[Any, Callable[[], Any] | None]:
     that is either a backend object or a zero-argument factory (a class or function) returning
     one. Only a factory can make the second, independent backend object the foreign-handle
     checks need.
+
+    Raises :class:`NotABackendError` when what ``module:attr`` names (or its factory returns)
+    lacks ``BACKEND`` or a protocol method: the whole kit would fail on it, one test at a time.
     """
     if not is_object_ref(spec):
         import eventapi
@@ -71,10 +86,22 @@ def load_backend(spec: str) -> tuple[Any, Callable[[], Any] | None]:
     obj: Any = importlib.import_module(module_name)
     for part in attr_path.split("."):
         obj = getattr(obj, part)
+    factory: Callable[[], Any] | None = None
     if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "event_create")):
-        factory: Callable[[], Any] = obj
-        return factory(), factory
-    return obj, None
+        factory = obj
+        obj = obj()
+    missing = [
+        name
+        for name in ("BACKEND", *PROTOCOL_METHODS)
+        if not hasattr(obj, name) or (name != "BACKEND" and not callable(getattr(obj, name)))
+    ]
+    if missing:
+        made = f" returned {type(obj).__name__} object, which" if factory is not None else ""
+        raise NotABackendError(
+            f"{attr_path}{made} is not an eventapi backend: it lacks {', '.join(missing)}; "
+            "name a backend object, or a class or function that returns one"
+        )
+    return obj, factory
 
 
 def live_counts(api: object) -> tuple[int, int] | None:
@@ -96,18 +123,52 @@ def live_counts(api: object) -> tuple[int, int] | None:
 
 
 def second_destroy(kit: Kit, destroy: Callable[[Any], object], handle: Any) -> None:
-    """Destroy ``handle`` again: it must return, or raise EventStateError with a message.
+    """Destroy ``handle`` again: a no-op, which returns and raises nothing.
 
-    A second destroy must not reach the driver (a double free there is undefined behaviour);
-    whether it is a silent no-op or a refusal is the backend's choice.
+    The contract (a second destroy is a no-op) lets every owner's close path be idempotent
+    without guarding it; it must not reach the driver either, where a double free is undefined
+    behaviour, which the live counts show.
     """
-    error: EventStateError | None = None
     try:
         kit.call(destroy, handle)
-    except EventStateError as exc:
-        error = exc
-    if error is not None:
-        assert str(error), "EventStateError without a message"
+    except Exception as exc:
+        pytest.fail(
+            f"a second {getattr(destroy, '__name__', destroy)} raised {exc!r}; a second destroy "
+            "of the same handle must be a no-op that raises nothing",
+            pytrace=False,
+        )
+
+
+def failed_destroy(kit: Kit, destroy: Callable[[Any], object], handle: Any) -> None:
+    """Destroy ``handle`` with a fault injected into the destroy; check what the contract says.
+
+    Needs the backend's ``inject_fault(method)`` (the host backend's fault injection, which a
+    backend may offer on the same terms); skips without it. A failed destroy may raise
+    ``DriverError`` or nothing (owners only log it), and leaves the handle closed (refused from
+    then on, a further destroy a no-op) and uncounted.
+    """
+    from .._errors import DriverError
+
+    inject = getattr(kit.api, "inject_fault", None)
+    if not callable(inject):
+        pytest.skip(
+            f"the {kit.api.BACKEND} backend has no inject_fault(method), so a failed destroy "
+            "cannot be provoked"
+        )
+    name = getattr(destroy, "__name__", str(destroy))
+    before = live_counts(kit.api)
+    inject(name)
+    with contextlib.suppress(DriverError):  # the owner logs it; the handle is released anyway
+        kit.call(destroy, handle)
+    after = live_counts(kit.api)
+    if before is not None and after is not None:
+        kind = 0 if name == "event_destroy" else 1
+        assert after[kind] == before[kind] - 1, (
+            f"a failed {name} left the live counts at {after} (from {before}): the handle must "
+            "be closed and uncounted whatever the driver said"
+        )
+    second_destroy(kit, destroy, handle)
+    assert live_counts(kit.api) == after, f"a destroy after a failed {name} released it again"
 
 
 @final
@@ -225,9 +286,8 @@ class Kit:
     """One test's view of the backend under test: its handles, holds and bounded calls.
 
     Handles made through the kit are destroyed when the test ends, whatever it did with them;
-    destroying one the test destroyed already is allowed to be a no-op or to raise
-    :class:`~eventapi.EventStateError` (the protocol's rule for a second destroy), and anything
-    else it raises is reported.
+    destroying one the test destroyed already must be a no-op (the protocol's rule for a second
+    destroy), and anything a destroy raises is reported.
     """
 
     __slots__ = ("_events", "_holds", "_streams", "_waiters", "api", "timeout")
@@ -367,7 +427,8 @@ class Kit:
             if waiter.blocked:
                 problems.append(f"{waiter.what} still blocked {self.timeout:g} s after release")
         for owner, stream in self._streams:
-            self._quietly(problems, owner.stream_synchronize, stream)
+            # A stream the test destroyed already refuses the synchronize, as it must.
+            self._quietly(problems, owner.stream_synchronize, stream, allow=(EventStateError,))
         for owner, event in self._events:
             self._quietly(problems, owner.event_destroy, event)
         for owner, stream in self._streams:
@@ -377,11 +438,18 @@ class Kit:
         if problems:
             pytest.fail("cleaning up after the test:\n" + "\n".join(problems), pytrace=False)
 
-    def _quietly(self, problems: list[str], fn: Callable[[Any], object], handle: Any) -> None:
-        # A handle the test destroyed already answers EventStateError or nothing, as allowed.
+    def _quietly(
+        self,
+        problems: list[str],
+        fn: Callable[[Any], object],
+        handle: Any,
+        *,
+        allow: tuple[type[Exception], ...] = (),
+    ) -> None:
+        # A destroy of a handle the test destroyed already is a no-op, so it raises nothing.
         try:
             self.call(fn, handle)
-        except EventStateError:
+        except allow:
             pass
         except pytest.fail.Exception as exc:
             problems.append(str(exc))

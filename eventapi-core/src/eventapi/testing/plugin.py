@@ -1,8 +1,10 @@
 """The pytest plugin of the conformance kit, registered as ``eventapi.testing`` (``pytest11``).
 
-It adds ``--eventapi-backend`` and ``--eventapi-timeout`` and fixtures prefixed ``eventapi_``.
-Without ``--eventapi-backend`` it is inert: it loads no backend, touches no test
-outside the kit, and the kit's own tests, if collected anyway, skip naming the option.
+It adds ``--eventapi-backend``, ``--eventapi-timeout`` and ``--eventapi-fuzz-examples`` and
+fixtures prefixed ``eventapi_``. Without ``--eventapi-backend`` it is inert: it loads no
+backend, touches no test outside the kit, and the kit's own tests, if collected anyway, skip
+naming the option. It imports nothing beyond pytest and ``eventapi`` (no hypothesis, no driver
+binding): pytest loads it in every run of every project where eventapi-core is installed.
 
 ::
 
@@ -30,6 +32,9 @@ _KIT_DIR = Path(__file__).resolve().parent
 # The factory behind the backend under test, when --eventapi-backend named one.
 _FACTORY = pytest.StashKey[Callable[[], Any] | None]()
 
+FUZZ_EXAMPLES = 25
+"""Default sequences per state machine: enough to cover every rule, a second or so per run."""
+
 _NO_BACKEND = (
     "the eventapi conformance kit runs only with --eventapi-backend=NAME "
     "(a backend name such as host or cuda:1, or module:attr of a backend object or factory)"
@@ -46,6 +51,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(host, cuda, cuda:1) or module:attr of a backend object or factory",
     )
     group.addoption(
+        "--eventapi-fuzz-examples",
+        metavar="N",
+        type=int,
+        default=FUZZ_EXAMPLES,
+        help="how many random call sequences each of the kit's state machines tries "
+        f"(default: {FUZZ_EXAMPLES}; raise it for a longer search)",
+    )
+    group.addoption(
         "--eventapi-timeout",
         metavar="SECONDS",
         type=float,
@@ -53,6 +66,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="how long a backend call the kit expects to return may take before the test "
         "fails as a hang (default: 10)",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    examples: int = config.getoption("eventapi_fuzz_examples")
+    if examples < 1:
+        raise pytest.UsageError(f"--eventapi-fuzz-examples must be at least 1, got {examples}")
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -90,12 +109,24 @@ def eventapi_timeout(request: pytest.FixtureRequest) -> float:
 
 
 @pytest.fixture(scope="session")
+def eventapi_fuzz_examples(request: pytest.FixtureRequest) -> int:
+    """Random call sequences per state machine (``--eventapi-fuzz-examples``)."""
+    examples: int = request.config.getoption("eventapi_fuzz_examples")
+    return examples
+
+
+@pytest.fixture(scope="session")
 def eventapi_api(request: pytest.FixtureRequest, eventapi_backend_name: str) -> Any:
     """The backend object under test, one for the whole session."""
-    from ._kit import load_backend
+    from ._kit import NotABackendError, load_backend
 
     try:
         api, factory = load_backend(eventapi_backend_name)
+    except NotABackendError as exc:
+        pytest.exit(
+            f"--eventapi-backend={eventapi_backend_name}: {exc}",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
     except Exception as exc:
         # Every test would fail the same way: stop the run with one message instead. An
         # explicit choice that cannot load is a usage error, never a silent skip.

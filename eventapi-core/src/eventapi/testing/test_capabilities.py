@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from ._kit import Kit
 
@@ -31,22 +32,49 @@ def test_fresh_stream_is_not_capturing(eventapi_kit: Kit, eventapi_stream: objec
     assert eventapi_kit.call(api.stream_is_capturing, eventapi_stream) is False
 
 
-def test_host_funcs_run_in_stream_order_on_another_thread(
-    eventapi_kit: Kit, eventapi_stream: object
-) -> None:
+def test_host_funcs_run_in_order_not_inline(eventapi_kit: Kit, eventapi_stream: object) -> None:
+    # A host function is enqueued, not called: it must not run on the launching thread while
+    # stream_launch_host_func is still on that thread's stack (a backend that calls it inline
+    # serializes the caller behind the stream's work). A thread-local flag set around each
+    # launch tells the function where it runs, whatever thread ids the system reuses.
     eventapi_kit.require("SupportsHostFunc")
     api = eventapi_kit.api
-    ran: list[tuple[int, int]] = []
+    launching = threading.local()
+    ran: list[tuple[int, bool]] = []
+
+    def launch(fn: Callable[[], None]) -> None:
+        launching.inside = True
+        try:
+            api.stream_launch_host_func(eventapi_stream, fn)
+        finally:
+            launching.inside = False
+
     for index in range(HOST_FUNCS):
         eventapi_kit.call(
-            api.stream_launch_host_func,
-            eventapi_stream,
-            lambda index=index: ran.append((index, threading.get_ident())),
+            launch,
+            lambda index=index: ran.append((index, getattr(launching, "inside", False))),
         )
     # Work recorded after a host function waits for it to return.
     eventapi_kit.reached(eventapi_stream)
     assert [index for index, _ in ran] == list(range(HOST_FUNCS))
-    assert threading.get_ident() not in {ident for _, ident in ran}, "ran on the caller's thread"
+    assert not any(inside for _, inside in ran), (
+        "a host function ran inside stream_launch_host_func on the launching thread; it must "
+        "be enqueued on the stream and run on another thread once the stream reaches it"
+    )
+
+
+def test_host_func_waits_for_earlier_work_on_its_stream(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    eventapi_kit.require("SupportsHostFunc")
+    api = eventapi_kit.api
+    hold = eventapi_kit.hold(eventapi_stream)
+    ran = threading.Event()
+    eventapi_kit.call(api.stream_launch_host_func, eventapi_stream, ran.set)
+    assert not ran.is_set(), "a host function ran while earlier work on its stream was held"
+    hold.release()
+    eventapi_kit.call(api.stream_synchronize, eventapi_stream)
+    assert ran.is_set(), "stream_synchronize returned before the host function ran"
 
 
 def test_host_func_exception_does_not_kill_the_stream(

@@ -111,3 +111,38 @@ def test_elapsed_clamps_a_negative_reading(eventapi_kit: Kit, eventapi_stream: o
         assert eventapi_kit.call(api.event_elapsed, earlier, later) >= (
             measured[0] - DELAY_TOLERANCE_NS
         )
+
+
+def test_elapsed_between_events_of_two_streams(eventapi_kit: Kit) -> None:
+    # The profiler's anchor: an event on a stream of the profiler's own is compared with the
+    # windows' events on the user's stream, so event_elapsed must read across two streams of
+    # one backend object. An event waited for before the other was recorded lies before it.
+    api = eventapi_kit.api
+    first, second = eventapi_kit.stream(), eventapi_kit.stream()
+    measured: list[int] = []
+    earlier = eventapi_kit.reached(first)
+    if eventapi_kit.has("SupportsHostFunc"):
+        _delay(eventapi_kit, second, measured)
+    later = eventapi_kit.reached(second)
+    forward = eventapi_kit.call(api.event_elapsed, earlier, later)
+    assert type(forward) is int, f"event_elapsed must return int nanoseconds, got {forward!r}"
+    assert forward >= (measured[0] - DELAY_TOLERANCE_NS if measured else 0), (
+        f"{forward} ns across a {measured} ns host delay on the second stream"
+    )
+    assert eventapi_kit.call(api.event_elapsed, later, earlier) == 0, "not clamped at 0"
+
+
+def test_elapsed_across_streams_ignores_work_queued_later(eventapi_kit: Kit) -> None:
+    # An anchor taken on a stream of its own must not wait for work queued on the user's
+    # stream after the windows it places: the reading between a reached window event and a
+    # reached anchor event is available while the user's stream is still held.
+    api = eventapi_kit.api
+    user, anchor_stream = eventapi_kit.stream(), eventapi_kit.stream()
+    window_end = eventapi_kit.reached(user)
+    hold = eventapi_kit.hold(user)
+    eventapi_kit.recorded(user)  # later work, held
+    anchor = eventapi_kit.reached(anchor_stream)  # bounded: must not wait for `user`
+    assert eventapi_kit.call(api.event_elapsed, window_end, anchor) >= 0
+    assert eventapi_kit.call(api.event_elapsed, anchor, window_end) == 0, "not clamped at 0"
+    assert not hold.released
+    hold.release()

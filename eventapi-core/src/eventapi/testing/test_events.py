@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from eventapi import EventStateError
 
-from ._kit import Kit, live_counts, second_destroy
+from ._kit import Kit, failed_destroy, live_counts, second_destroy
 
 WAITERS = 8
 MANY_EVENTS = 32
@@ -37,11 +39,9 @@ def test_event_destroy_releases_the_event(eventapi_kit: Kit) -> None:
     assert eventapi_kit.require_live_handles() == (events, streams)
 
 
-def test_event_destroy_twice_is_a_no_op_or_refused(
-    eventapi_kit: Kit, eventapi_stream: object
-) -> None:
-    # The second destroy must not reach the driver (a double free there is undefined
-    # behaviour): it returns or raises EventStateError, and the event is counted released once.
+def test_event_destroy_twice_is_a_no_op(eventapi_kit: Kit, eventapi_stream: object) -> None:
+    # The second destroy returns and raises nothing, and does not reach the driver (a double
+    # free there is undefined behaviour): the event is counted released once.
     api = eventapi_kit.api
     event = eventapi_kit.reached(eventapi_stream)
     api.event_destroy(event)
@@ -49,6 +49,25 @@ def test_event_destroy_twice_is_a_no_op_or_refused(
     second_destroy(eventapi_kit, api.event_destroy, event)
     if after_first is not None:
         assert live_counts(api) == after_first, "the second destroy released the event again"
+
+
+def test_never_recorded_event_destroy_twice_is_a_no_op(eventapi_kit: Kit) -> None:
+    api = eventapi_kit.api
+    event = eventapi_kit.event()
+    eventapi_kit.call(api.event_destroy, event)
+    after_first = live_counts(api)
+    second_destroy(eventapi_kit, api.event_destroy, event)
+    assert live_counts(api) == after_first, "the second destroy released the event again"
+
+
+def test_failed_event_destroy_leaves_it_closed_and_uncounted(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    api = eventapi_kit.api
+    event = eventapi_kit.reached(eventapi_stream)
+    failed_destroy(eventapi_kit, api.event_destroy, event)
+    with pytest.raises(EventStateError):
+        eventapi_kit.call(api.event_wait, event)
 
 
 def test_event_record_returns_once_queued(eventapi_kit: Kit, eventapi_stream: object) -> None:

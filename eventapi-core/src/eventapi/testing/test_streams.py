@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from ._kit import Kit, live_counts, second_destroy
+import pytest
+
+from eventapi import EventStateError
+
+from ._kit import Kit, failed_destroy, live_counts, second_destroy
 
 
 def test_stream_create_returns_distinct_streams(eventapi_kit: Kit) -> None:
@@ -22,13 +26,22 @@ def test_stream_destroy_releases_the_stream(eventapi_kit: Kit) -> None:
     assert eventapi_kit.require_live_handles() == (events, streams)
 
 
-def test_stream_destroy_twice_is_a_no_op_or_refused(eventapi_kit: Kit) -> None:
+def test_stream_destroy_twice_is_a_no_op(eventapi_kit: Kit) -> None:
     api = eventapi_kit.api
     stream = eventapi_kit.stream()
     eventapi_kit.call(api.stream_destroy, stream)
     after_first = live_counts(api)
     second_destroy(eventapi_kit, api.stream_destroy, stream)
     assert live_counts(api) == after_first, "the second destroy released the stream again"
+
+
+def test_failed_stream_destroy_leaves_it_closed_and_uncounted(eventapi_kit: Kit) -> None:
+    api = eventapi_kit.api
+    stream = eventapi_kit.stream()
+    eventapi_kit.reached(stream)
+    failed_destroy(eventapi_kit, api.stream_destroy, stream)
+    with pytest.raises(EventStateError):
+        eventapi_kit.call(api.stream_synchronize, stream)
 
 
 def test_stream_synchronize_on_an_idle_stream_returns(
