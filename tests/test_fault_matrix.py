@@ -258,18 +258,7 @@ def test_a_fault_anywhere_on_a_path_leaks_nothing_and_surfaces_as_driver_error(
     path: str,
     method: str,
     caplog: pytest.LogCaptureFixture,
-    request: pytest.FixtureRequest,
 ) -> None:
-    if target.name == "hip" and method == "stream_is_capturing":
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="hip-python converts hipStreamIsCapturing's status to an enum even when "
-                "the call failed and left it unset, raising ValueError before the backend sees "
-                "the error code",
-                raises=AssertionError,
-                strict=False,
-            )
-        )
     caplog.set_level(logging.WARNING, logger="eventapi")
     driver_before = target.driver_handles() if target.driver_handles else None
     for at in range(len(PATHS[path])):

@@ -235,7 +235,13 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
 
     def _raw_stream_is_capturing(self, stream: Any) -> bool:
         # Active and Invalidated both refuse a timing event; only None (0) is free.
-        return bool(int(_call(hip.hipStreamIsCapturing, stream)))
+        try:
+            return bool(int(_call(hip.hipStreamIsCapturing, stream)))
+        except ValueError as exc:
+            # The runtime leaves the status unset when the call fails, and hip-python converts
+            # that unset value to hipStreamCaptureStatus before returning the error code, which
+            # is lost with it. The call failed: say so as the driver error it was.
+            raise _call.error("hipStreamIsCapturing", _HipError.hipErrorUnknown) from exc
 
     def _raw_launch_host_func(self, stream: Any, fn: Callable[[], object]) -> None:
         launch_host_func(
