@@ -67,7 +67,10 @@ _log = logging.getLogger("eventapi")
 
 _CUresult = driver.CUresult
 # Timing enabled: CU_EVENT_DISABLE_TIMING would drop exactly the timestamp a profiler reads.
-_EVENT_FLAGS = int(driver.CUevent_flags.CU_EVENT_DEFAULT)
+# Blocking sync: cuEventSynchronize on an event without it busy-waits, a core burnt per
+# waiting thread for the whole wait; with it the thread sleeps until the device reaches the
+# event. EventFence.wait queries briefly first, so a short wait still wakes as fast as a spin.
+_EVENT_FLAGS = int(driver.CUevent_flags.CU_EVENT_BLOCKING_SYNC)
 _STREAM_FLAGS = int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
 
 
@@ -154,7 +157,9 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
     one object per device; constructing one directly is fine too. Events are created with
-    timing enabled (``CU_EVENT_DEFAULT``), streams with ``CU_STREAM_NON_BLOCKING``. Every
+    timing enabled and ``CU_EVENT_BLOCKING_SYNC`` (``event_wait`` sleeps instead of spinning),
+    streams with ``CU_STREAM_NON_BLOCKING``; ``stream_synchronize`` waits as the context's
+    scheduling flag says (by default the driver spins or yields). Every
     driver failure raises :class:`~eventapi.DriverError` with the driver's own name and text
     for the code. Besides its own streams, any call taking a stream accepts a framework's (an
     object with ``__cuda_stream__``: cuda.core, CuPy, PyTorch), a ``driver.CUstream``, or a

@@ -71,7 +71,10 @@ __all__ = ["HipBackend"]
 _HipError = hip.hipError_t
 _UINT32 = 0xFFFF_FFFF
 # Timing enabled: hipEventDisableTiming would drop exactly the timestamp a profiler reads.
-_EVENT_FLAGS = int(hip.hipEventDefault) & _UINT32
+# Blocking sync: hipEventSynchronize on an event without it busy-waits, a core burnt per
+# waiting thread for the whole wait; with it the thread sleeps until the device reaches the
+# event. EventFence.wait queries briefly first, so a short wait still wakes as fast as a spin.
+_EVENT_FLAGS = int(hip.hipEventBlockingSync) & _UINT32
 _STREAM_FLAGS = int(hip.hipStreamNonBlocking) & _UINT32
 
 
@@ -122,7 +125,9 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
 
     Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache
     one object per device; constructing one directly is fine too. Events are created with
-    timing enabled (``hipEventDefault``), streams with ``hipStreamNonBlocking``. Every runtime
+    timing enabled and ``hipEventBlockingSync`` (``event_wait`` sleeps instead of spinning),
+    streams with ``hipStreamNonBlocking``; ``stream_synchronize`` waits as the device's
+    scheduling flag says (by default the runtime spins or yields). Every runtime
     failure raises :class:`~eventapi.DriverError` with the runtime's own name and text for the
     code. Besides its own streams, any call taking a stream accepts a raw integer handle
     (``0``: the null stream of the calling thread's current device), a ``hip.ihipStream_t``,
