@@ -728,6 +728,20 @@ emu_status emuc_stream_wait_event(int dev, uint64_t sh, uint64_t h) {
     return st;
 }
 
+emu_status emuc_stream_ctx(int dev, uint64_t sh, uint64_t *ctx) {
+    if (ctx == NULL) return EMU_E_INVALID_VALUE;
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    if (st == EMU_OK) {
+        /* A stream belongs to its device's primary context, the only kind emulated. */
+        *ctx = g.ctxs[s->dev].handle;
+        if (*ctx == 0) st = EMU_E_INVALID_CONTEXT;
+    }
+    unlock();
+    return st;
+}
+
 static int stream_pending(const void *arg) { return ((const stream *)arg)->pending > 0; }
 
 emu_status emuc_stream_synchronize(int dev, uint64_t sh) {

@@ -119,6 +119,8 @@ EMU_INTERNAL emu_status emuc_stream_destroy(uint64_t stream);
 EMU_INTERNAL emu_status emuc_stream_wait_event(int dev, uint64_t stream, uint64_t ev);
 EMU_INTERNAL emu_status emuc_stream_synchronize(int dev, uint64_t stream);
 EMU_INTERNAL emu_status emuc_stream_query(int dev, uint64_t stream);
+/* The handle of the (primary) context `stream` belongs to. */
+EMU_INTERNAL emu_status emuc_stream_ctx(int dev, uint64_t stream, uint64_t *ctx);
 EMU_INTERNAL emu_status emuc_stream_is_capturing(int dev, uint64_t stream, int *status);
 EMU_INTERNAL emu_status emuc_stream_begin_capture(int dev, uint64_t stream, int mode);
 EMU_INTERNAL emu_status emuc_stream_end_capture(int dev, uint64_t stream, uint64_t *graph);

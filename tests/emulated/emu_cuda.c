@@ -579,6 +579,25 @@ static CUresult impl_cuCtxGetStreamPriorityRange(int *leastPriority, int *greate
     return CUDA_SUCCESS;
 }
 
+/* cuda.core asks which context a stream it adopted belongs to before recording into it. */
+static CUresult impl_cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+    ENTER("cuStreamGetCtx");
+    if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    NEED_CONTEXT(dev);
+    uint64_t h = 0;
+    CUresult rc = code(emuc_stream_ctx(dev, stream_arg(hStream), &h));
+    if (rc == CUDA_SUCCESS) *pctx = P(h);
+    return rc;
+}
+
+/* The CUDA 12.5 ABI adds a green context, which the emulator never has. */
+static CUresult impl_cuStreamGetCtx_v2(CUstream hStream, CUcontext *pctx, void **pGreenCtx) {
+    CUresult rc = impl_cuStreamGetCtx(hStream, pctx);
+    if (rc == CUDA_SUCCESS && pGreenCtx != NULL) *pGreenCtx = NULL;
+    return rc;
+}
+
 /* -- cuGetProcAddress ------------------------------------------------------------------- */
 
 /*
@@ -631,6 +650,8 @@ static const struct {
     {"cuLaunchHostFunc", 10000, (void *)impl_cuLaunchHostFunc},
     {"cuLaunchHostFunc", 13020, (void *)impl_cuLaunchHostFunc_v2},
     {"cuCtxGetStreamPriorityRange", 5050, (void *)impl_cuCtxGetStreamPriorityRange},
+    {"cuStreamGetCtx", 9020, (void *)impl_cuStreamGetCtx},
+    {"cuStreamGetCtx", 12050, (void *)impl_cuStreamGetCtx_v2},
     {"cuGetProcAddress", 11030, NULL}, /* filled in by lookup(): defined below */
     {"cuGetProcAddress", 12000, NULL},
 };
@@ -740,5 +761,7 @@ EXPORT(CUresult, cuStreamEndCapture, (CUstream, CUgraph *), impl_cuStreamEndCapt
 EXPORT(CUresult, cuGraphDestroy, (CUgraph), impl_cuGraphDestroy);
 EXPORT(CUresult, cuLaunchHostFunc, (CUstream, CUhostFn, void *), impl_cuLaunchHostFunc);
 EXPORT(CUresult, cuCtxGetStreamPriorityRange, (int *, int *), impl_cuCtxGetStreamPriorityRange);
+EXPORT(CUresult, cuStreamGetCtx, (CUstream, CUcontext *), impl_cuStreamGetCtx);
+EXPORT(CUresult, cuStreamGetCtx_v2, (CUstream, CUcontext *, void **), impl_cuStreamGetCtx_v2);
 EXPORT(CUresult, cuLaunchHostFunc_v2, (CUstream, CUhostFn, void *, unsigned int),
        impl_cuLaunchHostFunc_v2);

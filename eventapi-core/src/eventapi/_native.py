@@ -283,6 +283,8 @@ os.register_at_fork(after_in_child=_forget_pending_in_child)
 
 # -- foreign streams ------------------------------------------------------------------------
 
+_UINT64 = (1 << 64) - 1
+
 
 def foreign_stream_handle(
     backend: str,
@@ -296,8 +298,11 @@ def foreign_stream_handle(
     Accepts a non-negative ``int`` (trusted: without the driver a raw handle cannot be
     validated), an instance of one of the binding's own ``native`` stream types, and any object
     with one of ``protocols``: a method (or, defensively, an attribute) giving ``(version,
-    handle)`` with version 0, as cuda.core, CuPy and PyTorch streams do. An object whose
-    protocol method raises is refused with :class:`~eventapi.EventStateError` naming the cause.
+    handle)`` with version 0, as cuda.core, CuPy and PyTorch streams do. The protocol's handle
+    is read as the unsigned 64-bit pointer it is: an exporter that keeps it in a signed C
+    integer (cuda.core does) gives a handle with the top bit set as a negative ``int``, which
+    means the same pointer. An object whose protocol method raises is refused with
+    :class:`~eventapi.EventStateError` naming the cause.
     """
     if isinstance(stream, bool):
         return None
@@ -321,9 +326,9 @@ def foreign_stream_handle(
             and len(value) == 2
             and all(type(v) is int for v in value)
             and value[0] == 0
-            and value[1] >= 0
+            and -(1 << 63) <= value[1] < 1 << 64
         ):
-            handle: int = value[1]
+            handle: int = value[1] & _UINT64
             return handle
         return None
     return None

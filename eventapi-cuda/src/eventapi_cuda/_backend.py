@@ -237,6 +237,10 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
         finally:
             _call(driver.cuCtxPopCurrent)
 
+    def _exported_handle(self, raw: Any) -> int:
+        # The handle's address, as __cuda_stream__ gives it to a framework adopting the stream.
+        return int(raw)
+
     def _adopt_stream(self, stream: object) -> Any:
         handle = foreign_stream_handle(self.BACKEND, stream, native=(driver.CUstream,))
         return None if handle is None else driver.CUstream(handle)

@@ -201,6 +201,10 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
         finally:
             _call(hip.hipSetDevice, current)
 
+    def _exported_handle(self, raw: Any) -> int:
+        # The handle's address, as __cuda_stream__ gives it to a framework adopting the stream.
+        return int(raw)
+
     def _adopt_stream(self, stream: object) -> Any:
         handle = foreign_stream_handle(self.BACKEND, stream, native=(hip.ihipStream_t,))
         return None if handle is None else hip.ihipStream_t.fromObj(handle)
