@@ -487,12 +487,32 @@ def test_not_ready_from_a_wait_is_flagged(
 ) -> None:
     event = api.event_create()
     try:
+        # Held, so that the wait outlasts its query spin and calls the synchronize.
+        gate = _held(api, stream)
         api.event_record(event, stream)
         emu.inject_fault(spelled.name("EventSynchronize"), code=600)
         with pytest.raises(DriverError) as caught:
             api.event_wait(event)
         assert caught.value.not_ready
+        gate.set()
         api.event_wait(event)  # the fault was for one call
+    finally:
+        api.event_destroy(event)
+
+
+def test_a_wait_on_work_already_done_returns_from_the_query_spin(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    """A short wait never sleeps in the driver: it wakes as fast as the driver's spin would."""
+    event = api.event_create()
+    try:
+        api.event_record(event, stream)
+        api.stream_synchronize(stream)
+        synchronized = emu.calls(spelled.name("EventSynchronize"))
+        queried = emu.calls(spelled.name("EventQuery"))
+        api.event_wait(event)
+        assert emu.calls(spelled.name("EventSynchronize")) == synchronized
+        assert emu.calls(spelled.name("EventQuery")) == queried + 1
     finally:
         api.event_destroy(event)
 

@@ -42,10 +42,11 @@ _POLL_MAX_S = 1e-3
 # A wait without a timeout first queries for this long (when the backend can query), on every
 # thread, then blocks in the backend's event_wait. The drivers' own wait on a default event
 # spins for the whole wait (a core burnt per waiting thread), so the cuda and hip backends
-# create blocking-sync events, whose wait sleeps; a sleeping waiter wakes later than a
-# spinning one (a futex or an interrupt, tens of microseconds), and the spin gives that
-# latency back to the waits where it matters: most waits a program makes are on work that is
-# done or nearly done, and those return from the spin as fast as a driver's own spin would.
+# create blocking-sync events, whose wait sleeps (after a query spin of their own); a
+# sleeping waiter wakes later than a spinning one (a futex or an interrupt, tens of
+# microseconds), and the spin gives that latency back to the waits where it matters: most
+# waits a program makes are on work that is done or nearly done, and those return from the
+# spin as fast as a driver's own spin would, on any backend and with no thread started.
 # 100 us is a few dozen queries, about what starting the main thread's waiter thread costs; a
 # wait that outlasts it burns at most those 100 us of CPU (0.2 % of a 50 ms wait), where the
 # driver's spin would burn all of it.

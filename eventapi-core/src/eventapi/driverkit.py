@@ -354,9 +354,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
     Subclasses set ``BACKEND``, call ``super().__init__()`` and spell the abstract ``_raw_*``
     methods as the module docstring's contract says. They may override the hooks
     :meth:`_bind_thread`, :meth:`_adopt_stream`, :meth:`_exported_handle`,
-    :meth:`_shares_handles_with` and :meth:`_context_lost`, and use :meth:`_hold_stream` and :meth:`_hold_event` in calls of
-    their own. The optional capabilities come from :class:`EventQueryMixin`,
-    :class:`CaptureCheckMixin` and :class:`HostFuncMixin`.
+    :meth:`_shares_handles_with` and :meth:`_context_lost`, and use :meth:`_hold_stream` and
+    :meth:`_hold_event` in calls of their own. The optional capabilities come from
+    :class:`EventQueryMixin`, :class:`CaptureCheckMixin` and :class:`HostFuncMixin`.
 
     Every method may be called from any thread. A handle of another object is refused with
     :class:`~eventapi.EventStateError`, except where :meth:`_shares_handles_with` says the

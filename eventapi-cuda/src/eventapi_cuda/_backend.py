@@ -69,7 +69,7 @@ _CUresult = driver.CUresult
 # Timing enabled: CU_EVENT_DISABLE_TIMING would drop exactly the timestamp a profiler reads.
 # Blocking sync: cuEventSynchronize on an event without it busy-waits, a core burnt per
 # waiting thread for the whole wait; with it the thread sleeps until the device reaches the
-# event. EventFence.wait queries briefly first, so a short wait still wakes as fast as a spin.
+# event. event_wait queries for 100 us first, so a short wait still wakes as fast as a spin.
 _EVENT_FLAGS = int(driver.CUevent_flags.CU_EVENT_BLOCKING_SYNC)
 _STREAM_FLAGS = int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
 
@@ -157,7 +157,8 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
     one object per device; constructing one directly is fine too. Events are created with
-    timing enabled and ``CU_EVENT_BLOCKING_SYNC`` (``event_wait`` sleeps instead of spinning),
+    timing enabled and ``CU_EVENT_BLOCKING_SYNC`` (``event_wait`` queries for up to 100 µs, then
+    sleeps instead of spinning),
     streams with ``CU_STREAM_NON_BLOCKING``; ``stream_synchronize`` waits as the context's
     scheduling flag says (by default the driver spins or yields). Every
     driver failure raises :class:`~eventapi.DriverError` with the driver's own name and text
@@ -257,7 +258,9 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
         _call(driver.cuEventRecord, event, stream)
 
     def _raw_event_wait(self, event: Any) -> None:
-        _call(driver.cuEventSynchronize, event)  # the binding releases the GIL
+        # Queries first, then sleeps in the synchronize of a blocking-sync event (the binding
+        # releases the GIL): see DriverCalls.wait.
+        _call.wait(driver.cuEventSynchronize, driver.cuEventQuery, event)
 
     def _raw_event_query(self, event: Any) -> bool:
         return _call.ready(driver.cuEventQuery, event)

@@ -73,7 +73,7 @@ _UINT32 = 0xFFFF_FFFF
 # Timing enabled: hipEventDisableTiming would drop exactly the timestamp a profiler reads.
 # Blocking sync: hipEventSynchronize on an event without it busy-waits, a core burnt per
 # waiting thread for the whole wait; with it the thread sleeps until the device reaches the
-# event. EventFence.wait queries briefly first, so a short wait still wakes as fast as a spin.
+# event. event_wait queries for 100 us first, so a short wait still wakes as fast as a spin.
 _EVENT_FLAGS = int(hip.hipEventBlockingSync) & _UINT32
 _STREAM_FLAGS = int(hip.hipStreamNonBlocking) & _UINT32
 
@@ -125,7 +125,8 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
 
     Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache
     one object per device; constructing one directly is fine too. Events are created with
-    timing enabled and ``hipEventBlockingSync`` (``event_wait`` sleeps instead of spinning),
+    timing enabled and ``hipEventBlockingSync`` (``event_wait`` queries for up to 100 µs, then
+    sleeps instead of spinning),
     streams with ``hipStreamNonBlocking``; ``stream_synchronize`` waits as the device's
     scheduling flag says (by default the runtime spins or yields). Every runtime
     failure raises :class:`~eventapi.DriverError` with the runtime's own name and text for the
@@ -221,7 +222,9 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
         _call(hip.hipEventRecord, event, stream)
 
     def _raw_event_wait(self, event: Any) -> None:
-        _call(hip.hipEventSynchronize, event)  # the binding releases the GIL
+        # Queries first, then sleeps in the synchronize of a blocking-sync event (the binding
+        # releases the GIL): see DriverCalls.wait.
+        _call.wait(hip.hipEventSynchronize, hip.hipEventQuery, event)
 
     def _raw_event_query(self, event: Any) -> bool:
         return _call.ready(hip.hipEventQuery, event)
