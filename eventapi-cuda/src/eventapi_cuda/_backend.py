@@ -156,17 +156,16 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
     """The CUDA driver's events and streams on one device.
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
-    one object per device; constructing one directly is fine too. Events are created with
-    timing enabled and ``CU_EVENT_BLOCKING_SYNC`` (``event_wait`` queries for up to 100 µs, then
-    sleeps instead of spinning),
-    streams with ``CU_STREAM_NON_BLOCKING``; ``stream_synchronize`` waits as the context's
-    scheduling flag says (by default the driver spins or yields). Every
-    driver failure raises :class:`~eventapi.DriverError` with the driver's own name and text
-    for the code. Besides its own streams, any call taking a stream accepts a framework's (an
-    object with ``__cuda_stream__``: cuda.core, CuPy, PyTorch), a ``driver.CUstream``, or a
-    raw integer handle (``0`` the legacy default stream, ``2`` the per-thread default stream),
-    which is trusted as given: without the driver it cannot be validated. Such streams are
-    never destroyed here.
+    one object per device; constructing one directly is fine too. Events are created with timing
+    enabled and ``CU_EVENT_BLOCKING_SYNC`` (``event_wait`` queries for up to 100 µs, then sleeps
+    instead of spinning), streams with ``CU_STREAM_NON_BLOCKING``; ``stream_synchronize`` waits
+    as the context's scheduling flag says (by default the driver spins or yields). Every driver
+    failure raises :class:`~eventapi.DriverError` with the driver's own name and text for the
+    code. Besides its own streams, any call taking a stream accepts a framework's (an object
+    with ``__cuda_stream__``: cuda.core, CuPy, PyTorch), a ``driver.CUstream``, or a raw integer
+    handle (``0`` the legacy default stream, ``2`` the per-thread default stream), which is
+    trusted as given: without the driver it cannot be validated. Such streams are never
+    destroyed here.
 
     Raises :class:`~eventapi.BackendUnavailableError` when the driver library is missing, the
     driver is too old, there is no device ``device``, or the process was forked after its

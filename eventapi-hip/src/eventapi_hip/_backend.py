@@ -123,18 +123,17 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFuncMixin[Any, Any]):
     """The HIP runtime's events and streams on one device.
 
-    Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache
-    one object per device; constructing one directly is fine too. Events are created with
-    timing enabled and ``hipEventBlockingSync`` (``event_wait`` queries for up to 100 µs, then
-    sleeps instead of spinning),
-    streams with ``hipStreamNonBlocking``; ``stream_synchronize`` waits as the device's
-    scheduling flag says (by default the runtime spins or yields). Every runtime
+    Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache one
+    object per device; constructing one directly is fine too. Events are created with timing
+    enabled and ``hipEventBlockingSync`` (``event_wait`` queries for up to 100 µs, then sleeps
+    instead of spinning), streams with ``hipStreamNonBlocking``; ``stream_synchronize`` waits as
+    the device's scheduling flag says (by default the runtime spins or yields). Every runtime
     failure raises :class:`~eventapi.DriverError` with the runtime's own name and text for the
-    code. Besides its own streams, any call taking a stream accepts a raw integer handle
-    (``0``: the null stream of the calling thread's current device), a ``hip.ihipStream_t``,
-    or an object with ``__cuda_stream__`` (PyTorch and CuPy built for ROCm speak the CUDA
-    protocol with HIP handles; there is no HIP-named protocol). Such handles are trusted as
-    given, since the runtime cannot validate them, and are never destroyed here.
+    code. Besides its own streams, any call taking a stream accepts a raw integer handle (``0``:
+    the null stream of the calling thread's current device), a ``hip.ihipStream_t``, or an
+    object with ``__cuda_stream__`` (PyTorch and CuPy built for ROCm speak the CUDA protocol
+    with HIP handles; there is no HIP-named protocol). Such handles are trusted as given, since
+    the runtime cannot validate them, and are never destroyed here.
 
     Raises :class:`~eventapi.BackendUnavailableError` when the runtime library is missing,
     there is no device ``device``, or the process was forked after its parent used HIP. See the
