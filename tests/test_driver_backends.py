@@ -219,6 +219,54 @@ def test_fence_recorded_here_is_waited_on_a_thread_that_never_called_the_driver(
     assert api.live_handles() == (0, 0)
 
 
+# How long the device stays busy while a fence is waited on, in the CPU-time test: long enough
+# that a waiter spinning for the whole of it would burn tens of milliseconds of CPU.
+BUSY_S = 0.06
+# The issue's goal is under 5 % of a core for a 50 ms wait; 10 % leaves room for the wake-ups
+# of a loaded 2-core machine, and a wait that spins (the driver's default for an event created
+# without blocking sync) burns over 25 % even when other processes time-slice it.
+WAIT_CPU_MAX_SHARE = 0.10
+
+
+@pytest.mark.parametrize("main", [True, False], ids=["main-thread", "other-thread"])
+def test_a_long_fence_wait_sleeps_instead_of_spinning(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling, main: bool
+) -> None:
+    """A thread waiting on a fence costs next to no CPU, on the main thread or another.
+
+    The emulated drivers spin in a default event's synchronize, as CUDA and HIP document; the
+    backends create blocking-sync events, whose waiters sleep. The main thread's wait runs the
+    driver's wait on a helper thread, so the whole process's CPU time is counted there.
+    """
+    gate = _held(api, stream)
+    fence = EventFence[Any, Any].record(api, stream)
+    sync = spelled.name("EventSynchronize")
+    before = emu.calls(sync)
+
+    def wait() -> tuple[int, int]:
+        clock = time.process_time_ns if main else time.thread_time_ns
+        cpu0, wall0 = clock(), time.perf_counter_ns()
+        fence.wait()
+        return clock() - cpu0, time.perf_counter_ns() - wall0
+
+    # The device's work: the stream stays busy BUSY_S, then the gate releases it.
+    release = threading.Timer(BUSY_S, gate.set)
+    release.start()
+    try:
+        if main:
+            cpu, wall = wait()
+        else:
+            waiter = Waiter(wait)
+            waiter.result()
+            cpu, wall = cast("tuple[int, int]", waiter.value)
+    finally:
+        release.join()
+        fence.close()
+    assert emu.calls(sync) > before, "the wait never reached the driver's synchronize"
+    assert wall >= BUSY_S * 1e9 * 0.9
+    assert cpu / wall <= WAIT_CPU_MAX_SHARE, f"{cpu / 1e6:.1f} ms of CPU in {wall / 1e6:.1f} ms"
+
+
 @pytest.mark.parametrize("thread_works_on_device_0", [False, True], ids=["fresh", "on-0"])
 def test_a_device_index_creates_on_that_device_from_any_thread(
     api: Api,
@@ -439,12 +487,32 @@ def test_not_ready_from_a_wait_is_flagged(
 ) -> None:
     event = api.event_create()
     try:
+        # Held, so that the wait outlasts its query spin and calls the synchronize.
+        gate = _held(api, stream)
         api.event_record(event, stream)
         emu.inject_fault(spelled.name("EventSynchronize"), code=600)
         with pytest.raises(DriverError) as caught:
             api.event_wait(event)
         assert caught.value.not_ready
+        gate.set()
         api.event_wait(event)  # the fault was for one call
+    finally:
+        api.event_destroy(event)
+
+
+def test_a_wait_on_work_already_done_returns_from_the_query_spin(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    """A short wait never sleeps in the driver: it wakes as fast as the driver's spin would."""
+    event = api.event_create()
+    try:
+        api.event_record(event, stream)
+        api.stream_synchronize(stream)
+        synchronized = emu.calls(spelled.name("EventSynchronize"))
+        queried = emu.calls(spelled.name("EventQuery"))
+        api.event_wait(event)
+        assert emu.calls(spelled.name("EventSynchronize")) == synchronized
+        assert emu.calls(spelled.name("EventQuery")) == queried + 1
     finally:
         api.event_destroy(event)
 

@@ -90,11 +90,30 @@ class Api:
         """Call driver function ``fn`` (base name without the cu/hip prefix)."""
         return int(getattr(self.lib, self.full_name(fn))(*args))
 
-    def event_create(self, *, timing: bool = True) -> tuple[int, int]:
+    def event_create(self, *, timing: bool = True, blocking: bool = False) -> tuple[int, int]:
         h = _VP()
         fn = "cuEventCreate" if self.name == "cuda" else "hipEventCreateWithFlags"
-        rc = int(getattr(self.lib, fn)(ctypes.byref(h), 0 if timing else 2))
+        # The flag values agree: BLOCKING_SYNC 1, DISABLE_TIMING 2 in both drivers.
+        flags = (0 if timing else 2) | (1 if blocking else 0)
+        rc = int(getattr(self.lib, fn)(ctypes.byref(h), flags))
         return rc, h.value or 0
+
+    def set_blocking_sync(self, on: bool) -> int:
+        """Set device 0's scheduling flag: blocking sync (True) or the default, automatic."""
+        flags = 4 if on else 0  # CU_CTX_SCHED_BLOCKING_SYNC, hipDeviceScheduleBlockingSync
+        if self.name == "cuda":
+            return int(self.lib.cuDevicePrimaryCtxSetFlags(0, flags))
+        return int(self.lib.hipSetDeviceFlags(flags))
+
+    def blocking_sync(self) -> bool:
+        flags = ctypes.c_uint(99)
+        if self.name == "cuda":
+            active = ctypes.c_int(-1)
+            rc = self.lib.cuDevicePrimaryCtxGetState(0, ctypes.byref(flags), ctypes.byref(active))
+        else:
+            rc = self.lib.hipGetDeviceFlags(ctypes.byref(flags))
+        assert rc == SUCCESS
+        return flags.value == 4
 
     def stream_create(self) -> tuple[int, int]:
         h = _VP()
@@ -169,6 +188,8 @@ def emulated_libs() -> dict[DriverName, EmulatedDriver]:
     cu.cuDriverGetVersion.argtypes = [_P(ctypes.c_int)]
     cu.cuDeviceGetCount.argtypes = [_P(ctypes.c_int)]
     cu.cuDeviceGet.argtypes = [_P(ctypes.c_int), ctypes.c_int]
+    cu.cuDevicePrimaryCtxSetFlags.argtypes = [ctypes.c_int, ctypes.c_uint]
+    cu.cuDevicePrimaryCtxGetState.argtypes = [ctypes.c_int, _P(ctypes.c_uint), _P(ctypes.c_int)]
     cu.cuGetProcAddress_v2.argtypes = [
         ctypes.c_char_p,
         _P(_VP),
@@ -185,6 +206,8 @@ def emulated_libs() -> dict[DriverName, EmulatedDriver]:
     hip.hipSetDevice.argtypes = [ctypes.c_int]
     hip.hipGetDevice.argtypes = [_P(ctypes.c_int)]
     hip.hipGetDeviceCount.argtypes = [_P(ctypes.c_int)]
+    hip.hipSetDeviceFlags.argtypes = [ctypes.c_uint]
+    hip.hipGetDeviceFlags.argtypes = [_P(ctypes.c_uint)]
     return libs
 
 
@@ -448,6 +471,111 @@ def test_threads_hammering_one_driver(api: Api) -> None:
     assert not any(t.is_alive() for t in threads)
     assert errors == []
     assert api.drv.live_handles() == before
+
+
+# -- how a host thread waits -----------------------------------------------------------------
+
+# How long the stream stays held while a thread waits on it. Long enough that a spinning
+# waiter's CPU time dwarfs what thread start-up and the call itself cost (tens of µs).
+HOLD_S = 0.06
+# A spinning waiter keeps a core: its CPU time is close to the wall time on an idle machine.
+# On a loaded one (other processes on every core) the scheduler time-slices it, so the bound
+# is a quarter of the wall time: still ten times what any sleeping wait could burn.
+SPIN_MIN_SHARE = 0.25
+# A sleeping waiter burns only its wake-ups and the call itself: microseconds. 5 % of 60 ms
+# (3 ms) leaves room for a slow wake-up on a loaded machine and is far below any spin.
+SLEEP_MAX_SHARE = 0.05
+
+
+def _cpu_share_of_a_wait(
+    api: Api, sync: str, handle: int, held: Gate, device_blocking: bool
+) -> float:
+    """CPU time over wall time of one thread's ``sync(handle)`` while ``held`` holds its stream.
+
+    The stream is released HOLD_S after the waiter entered the driver's call (its call
+    counter moved), so the measured window is the wait itself.
+    """
+    share: list[float] = []
+    entered = api.drv.calls(api.full_name(sync))
+
+    def wait() -> None:
+        if api.name == "cuda":
+            _bind_cuda_thread(api.lib)
+        cpu0, wall0 = time.thread_time_ns(), time.perf_counter_ns()
+        assert api.call(sync, handle) == SUCCESS
+        cpu1, wall1 = time.thread_time_ns(), time.perf_counter_ns()
+        share.append((cpu1 - cpu0) / (wall1 - wall0))
+        if api.name == "cuda":
+            assert api.lib.cuDevicePrimaryCtxRelease(0) == SUCCESS
+
+    assert api.set_blocking_sync(device_blocking) == SUCCESS
+    try:
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        deadline = time.monotonic() + WAIT_S
+        while api.drv.calls(api.full_name(sync)) == entered and time.monotonic() < deadline:
+            time.sleep(0.0005)  # polls a counter; the wait under test is the driver's
+        # The device's work: the stream stays held this long while the waiter waits.
+        time.sleep(HOLD_S)
+        held.open()
+        waiter.join(WAIT_S)
+        assert not waiter.is_alive()
+    finally:
+        assert api.set_blocking_sync(False) == SUCCESS
+    assert share, "the waiting thread failed"
+    return share[0]
+
+
+@pytest.mark.parametrize(
+    ("blocking_event", "device_blocking", "spins"),
+    [(False, False, True), (True, False, False), (False, True, False)],
+    ids=["default-event-spins", "blocking-sync-event-sleeps", "blocking-sync-device-sleeps"],
+)
+def test_event_synchronize_spins_unless_blocking_sync(
+    api: Api, blocking_event: bool, device_blocking: bool, spins: bool
+) -> None:
+    """As CUDA documents for cuEventSynchronize (and HIP for hipEventSynchronize)."""
+    _, st = api.stream_create()
+    _, ev = api.event_create(blocking=blocking_event)
+    gate = Gate()
+    assert api.call("LaunchHostFunc", st, gate.callback, None) == SUCCESS
+    assert api.call("EventRecord", ev, st) == SUCCESS
+    share = _cpu_share_of_a_wait(api, "EventSynchronize", ev, gate, device_blocking)
+    if spins:
+        assert share >= SPIN_MIN_SHARE
+    else:
+        assert share <= SLEEP_MAX_SHARE
+    assert api.call("EventDestroy", ev) == SUCCESS
+    assert api.call("StreamDestroy", st) == SUCCESS
+
+
+@pytest.mark.parametrize("device_blocking", [False, True], ids=["default-spins", "blocking-sleeps"])
+def test_stream_synchronize_follows_the_device_scheduling_flag(
+    api: Api, device_blocking: bool
+) -> None:
+    _, st = api.stream_create()
+    gate = Gate()
+    assert api.call("LaunchHostFunc", st, gate.callback, None) == SUCCESS
+    share = _cpu_share_of_a_wait(api, "StreamSynchronize", st, gate, device_blocking)
+    if device_blocking:
+        assert share <= SLEEP_MAX_SHARE
+    else:
+        assert share >= SPIN_MIN_SHARE
+    assert api.call("StreamDestroy", st) == SUCCESS
+
+
+def test_scheduling_flags_are_checked_and_read_back(api: Api) -> None:
+    assert not api.blocking_sync()
+    assert api.set_blocking_sync(True) == SUCCESS
+    try:
+        assert api.blocking_sync()
+    finally:
+        assert api.set_blocking_sync(False) == SUCCESS
+    assert not api.blocking_sync()
+    set_flags = "cuDevicePrimaryCtxSetFlags" if api.name == "cuda" else "hipSetDeviceFlags"
+    for bad in (3, 5, 7):  # not one scheduling mode
+        args = (0, bad) if api.name == "cuda" else (bad,)
+        assert getattr(api.lib, set_flags)(*args) == INVALID_VALUE
 
 
 # -- faults and call counts -----------------------------------------------------------------

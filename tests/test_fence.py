@@ -151,16 +151,17 @@ def test_wait_on_makes_another_stream_wait(host: HostBackend, hold: Any) -> None
     host.stream_destroy(b)
 
 
+@pytest.mark.parametrize("main", [True, False], ids=["main thread", "other thread"])
 def test_a_failed_wait_leaves_the_fence_usable(
-    host: HostBackend, host_stream: Stream[Any], hold: Any
+    host: HostBackend, host_stream: Stream[Any], hold: Any, main: bool
 ) -> None:
-    # Held, so that the main thread's wait outlasts its query spin and hands event_wait to a
-    # helper thread: the helper's failure is raised here, typed.
+    # Held, so that the wait outlasts its query spin and calls event_wait (on the main thread
+    # through a helper thread): the failure is raised here, typed.
     gate = hold(host_stream)
     fence = EventFence.record(host, host_stream)
     host.inject_fault("event_wait")
     with pytest.raises(DriverError, match="INJECTED_FAULT"):
-        fence.wait()
+        fence.wait() if main else Waiter(fence.wait).result()
     assert not fence.closed
     gate.set()
     fence.wait()
@@ -179,11 +180,12 @@ def test_a_nan_timeout_expires_at_once(
 
 # Every backend call a fence makes after its record, and the fence call that makes it.
 FENCE_CALLS: dict[str, list[tuple[str, Any]]] = {
-    # Off the main thread an untimed wait calls event_wait; on it, the fence (reached at once
-    # here) is seen reached by the query spin that comes first.
-    "event_wait": [("wait() off the main thread", lambda f, s: Waiter(f.wait).result())],
+    # An untimed wait on a fence reached at once (as here) is seen reached by the query spin
+    # that comes first, on any thread; test_a_failed_wait_leaves_the_fence_usable holds the
+    # stream so that event_wait is called.
     "event_query": [
         ("wait() on the main thread", lambda f, s: f.wait()),
+        ("wait() off the main thread", lambda f, s: Waiter(f.wait).result()),
         ("reached()", lambda f, s: f.reached()),
         ("wait(timeout)", lambda f, s: f.wait(timeout=HANG_S)),
         ("wait_async()", lambda f, s: asyncio.run(f.wait_async())),

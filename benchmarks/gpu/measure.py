@@ -10,9 +10,14 @@ Usage: ``python benchmarks/gpu/measure.py [--backend cuda] [--out DIR] [--trials
    return (a few microseconds), so it bounds the error from above; the line reports it beside
    the anchor's own ``uncertainty_ns``.
 2. Overheads per fence (create, record, wait, close) and per profiling window (open+close,
-   read back in batches) through eventapi, through the raw binding (``cuda.bindings.driver``),
-   and through the events of PyTorch, CuPy and cuda.core where they import; a framework that
-   does not import is reported as a skipped line.
+   read back in batches of ``--batch``) through eventapi, through the raw binding
+   (``cuda.bindings.driver``), and through the events of cuda.core, PyTorch and CuPy where they
+   import (``torch.cuda.Event``, ``cupy.cuda.Event``); a framework that does not import, or
+   finds no GPU, is reported as a skipped line. Every variant does the same work: a fence is a
+   timing-enabled event (eventapi's always time), a window re-records pooled events and reads
+   them back with the anchor's samples (see :class:`Peer`). eventapi, the raw binding and
+   cuda.core are timed interleaved in one run (``fence_window.py``); PyTorch and CuPy after
+   it, each interleaving its fence and window.
 
 Prints one line per measurement and writes ``measure.json`` under ``--out``.
 """
@@ -27,12 +32,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import eventapi
 from eventapi import EventProfiler
+from eventapi._anchor import ANCHOR_SAMPLES
 
 # The sibling benchmark supplies the eventapi and raw-binding loops, so both scripts time the
 # same code; benchmarks/ is not a package, hence the import by path.
@@ -87,89 +94,122 @@ def _time(run: Callable[[], None], n: int, reps: int) -> float:
     return statistics.median(samples)
 
 
-def torch_costs(n: int, reps: int) -> Result:
+@dataclass(frozen=True)
+class Peer:
+    """One framework's event calls on a stream of its own, in its own idiom.
+
+    The loops below do with them exactly what eventapi's fence and window do (and what
+    ``fence_window.py`` does with the raw binding and cuda.core): a fence is a new
+    timing-enabled event, recorded, waited for and released, since eventapi's events always
+    time; a window re-records two pooled timing events, and every ``batch`` windows one wait
+    for the last, the same ``ANCHOR_SAMPLES`` bracketed record-and-wait samples as eventapi's
+    anchor, and two elapsed readings per window.
+    """
+
+    fence_once: Callable[[], None]
+    create: Callable[[], Any]
+    record: Callable[[Any], None]
+    sync: Callable[[Any], None]
+    elapsed: Callable[[Any, Any], object]
+    release: Callable[[Any], None]
+    close: Callable[[], None]
+
+
+def _fence_loop(peer: Peer, n: int) -> None:
+    for _ in range(n):
+        peer.fence_once()
+
+
+def _window_loop(peer: Peer, pool: list[Any], n: int, batch: int) -> None:
+    pending: list[tuple[Any, Any]] = []
+    for i in range(n):
+        start, end = pool.pop(), pool.pop()
+        peer.record(start)
+        peer.record(end)
+        pending.append((start, end))
+        if (i + 1) % batch == 0 or i == n - 1:
+            peer.sync(pending[-1][1])
+            samples = [pool.pop() for _ in range(ANCHOR_SAMPLES)]
+            best: tuple[int, Any] | None = None
+            for sample in samples:
+                before = time.perf_counter_ns()
+                peer.record(sample)
+                peer.sync(sample)
+                bracket = time.perf_counter_ns() - before
+                if best is None or bracket < best[0]:
+                    best = (bracket, sample)
+            assert best is not None
+            for first, last in pending:
+                peer.elapsed(first, best[1])
+                peer.elapsed(first, last)
+                pool.extend((first, last))
+            pool.extend(samples)
+            pending.clear()
+
+
+def peer_costs(peer: Peer, n: int, reps: int, batch: int) -> Result:
+    """Median ns per fence and per window for ``peer``, interleaved rep by rep."""
+    pool = [peer.create() for _ in range(2 * batch + ANCHOR_SAMPLES)]
+    try:
+        for event in pool:  # the first record of an event may allocate: keep it out
+            peer.record(event)
+            peer.sync(event)
+        fence: list[float] = []
+        window: list[float] = []
+        for _ in range(reps):
+            fence.append(_time(partial(_fence_loop, peer, n), n, 1))
+            window.append(_time(partial(_window_loop, peer, pool, n, batch), n, 1))
+        return {"fence_ns": statistics.median(fence), "window_ns": statistics.median(window)}
+    finally:
+        for event in pool:
+            peer.release(event)
+        peer.close()
+
+
+def torch_peer() -> Peer:
     import torch
 
     if not torch.cuda.is_available():
         raise RuntimeError("torch.cuda.is_available() is False")
     stream = torch.cuda.Stream()
 
-    def fence() -> None:
-        for _ in range(n):
-            event = torch.cuda.Event()
-            event.record(stream)
-            event.synchronize()
+    def fence_once() -> None:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(stream)
+        event.synchronize()
+        del event  # torch destroys the CUDA event when the object goes
 
-    def window() -> None:
-        pairs = []
-        for _ in range(n):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            end.record(stream)
-            pairs.append((start, end))
-        pairs[-1][1].synchronize()
-        for start, end in pairs:
-            start.elapsed_time(end)
-
-    return {"fence_ns": _time(fence, n, reps), "window_ns": _time(window, n, reps)}
+    return Peer(
+        fence_once=fence_once,
+        create=partial(torch.cuda.Event, enable_timing=True),
+        record=lambda event: event.record(stream),
+        sync=lambda event: event.synchronize(),
+        elapsed=lambda start, end: start.elapsed_time(end),
+        release=lambda event: None,
+        close=lambda: None,
+    )
 
 
-def cupy_costs(n: int, reps: int) -> Result:
+def cupy_peer() -> Peer:
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
 
-    def fence() -> None:
-        for _ in range(n):
-            event = cupy.cuda.Event(disable_timing=True)
-            event.record(stream)
-            event.synchronize()
+    def fence_once() -> None:
+        event = cupy.cuda.Event()  # timing enabled by default
+        event.record(stream)
+        event.synchronize()
+        del event  # CuPy destroys the CUDA event when the object goes
 
-    def window() -> None:
-        pairs = []
-        for _ in range(n):
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record(stream)
-            end.record(stream)
-            pairs.append((start, end))
-        pairs[-1][1].synchronize()
-        for start, end in pairs:
-            cupy.cuda.get_elapsed_time(start, end)
-
-    return {"fence_ns": _time(fence, n, reps), "window_ns": _time(window, n, reps)}
-
-
-def cuda_core_costs(n: int, reps: int) -> Result:
-    try:
-        from cuda.core import Device, EventOptions
-    except ImportError:  # cuda-core releases before 0.4 keep them in cuda.core.experimental
-        from cuda.core.experimental import Device, EventOptions  # type: ignore[no-redef,unused-ignore]
-
-    device = Device()
-    device.set_current()
-    stream = device.create_stream()
-    timing = EventOptions(enable_timing=True)
-
-    def fence() -> None:
-        for _ in range(n):
-            event = stream.record()
-            event.sync()
-            event.close()
-
-    def window() -> None:
-        pairs = []
-        for _ in range(n):
-            pairs.append((stream.record(options=timing), stream.record(options=timing)))
-        pairs[-1][1].sync()
-        for start, end in pairs:
-            _ = end - start
-            start.close()
-            end.close()
-
-    try:
-        return {"fence_ns": _time(fence, n, reps), "window_ns": _time(window, n, reps)}
-    finally:
-        stream.close()
+    return Peer(
+        fence_once=fence_once,
+        create=cupy.cuda.Event,
+        record=lambda event: event.record(stream),
+        sync=lambda event: event.synchronize(),
+        elapsed=cupy.cuda.get_elapsed_time,
+        release=lambda event: None,
+        close=lambda: None,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=50, help="anchor trials")
     parser.add_argument("--n", type=int, default=300, help="operations per timed run")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=100, help="windows per collect")
     args = parser.parse_args(argv)
     results: Result = {"backend": args.backend}
 
@@ -190,21 +231,24 @@ def main(argv: list[str] | None = None) -> int:
         f"(min {anchor['error_ns_min'] / 1000:.1f}, max {anchor['error_ns_max'] / 1000:.1f})"
     )
 
-    ours = fence_window.measure(args.backend, args.n, args.reps, batch=args.n)["median_ns"]
-    results["eventapi"] = {"fence_ns": ours["fence/eventapi"], "window_ns": ours["window/eventapi"]}
-    if "fence/raw" in ours:
-        results["raw"] = {"fence_ns": ours["fence/raw"], "window_ns": ours["window/raw"]}
-    frameworks: dict[str, Callable[[int, int], Result]] = {
-        "torch": torch_costs,
-        "cupy": cupy_costs,
-        "cuda.core": cuda_core_costs,
-    }
-    for name, costs in frameworks.items():
+    # eventapi, the raw binding and cuda.core (which fence_window.py times beside them when it
+    # imports), interleaved in one run.
+    ours = fence_window.measure(args.backend, args.n, args.reps, args.batch)["median_ns"]
+    for name, variant in (("eventapi", "eventapi"), ("raw", "raw"), ("cuda.core", "cuda.core")):
+        if f"fence/{variant}" in ours:
+            results[name] = {
+                "fence_ns": ours[f"fence/{variant}"],
+                "window_ns": ours[f"window/{variant}"],
+            }
+    if "cuda.core" not in results:
+        results["cuda.core"] = {"skipped": "cuda.core does not import, or the backend is not cuda"}
+    frameworks: dict[str, Callable[[], Peer]] = {"torch": torch_peer, "cupy": cupy_peer}
+    for name, make in frameworks.items():
         try:
-            results[name] = costs(args.n, args.reps)
+            results[name] = peer_costs(make(), args.n, args.reps, args.batch)
         except Exception as exc:  # optional: one missing framework must not stop the rest
             results[name] = {"skipped": f"{type(exc).__name__}: {exc}"}
-    for name in ("eventapi", "raw", *frameworks):
+    for name in ("eventapi", "raw", "cuda.core", *frameworks):
         row = results.get(name)
         if row is None:
             continue

@@ -7,10 +7,18 @@
 # on PYTHONPATH with the package metadata discovery reads), then runs, each under its own
 # timeout: `eventapi backends`, the conformance kit on the real cuda backend (by name, then
 # from the class, which adds the second-object checks), `eventapi check cuda`,
-# benchmarks/fence_window.py cuda and benchmarks/gpu/measure.py. A failing step is recorded and
-# the next one runs. Everything is written under $OUT (default ./gpu-results): one log per step,
-# status.tsv (step, exit status, seconds), fence_window.json and measure.json. The exit status
-# is the number of failed steps (0: all passed).
+# benchmarks/fence_window.py cuda, benchmarks/wait_cpu.py cuda (what a thread waiting on a fence
+# costs in CPU, and how fast a short wait wakes) and benchmarks/gpu/measure.py (the window and
+# fence against the raw binding, cuda.core, torch.cuda.Event and cupy.cuda.Event, and the
+# anchor's true error). A failing step is recorded and the next one runs. Everything is written
+# under $OUT (default ./gpu-results): one log per step, status.tsv (step, exit status,
+# seconds), fence_window.json, wait_cpu.json and measure.json. The exit status is the number
+# of failed steps (0: all passed).
+#
+# Without a GPU it runs on the emulated driver, to check the script itself:
+# `make emulated && LD_PRELOAD=$PWD/build/emulated/libcuda.so.1 PYTHON=.venv/bin/python
+# bash benchmarks/gpu/run.sh` (the environment step then fails on nvidia-smi, and the
+# frameworks that are not installed are reported skipped).
 set -u
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -89,7 +97,8 @@ step conformance_factory 45 "$PYTHON" -m pytest -q -p no:cacheprovider --pyargs 
     --eventapi-backend=eventapi_cuda:CudaBackend
 step check 40 "$PYTHON" -m eventapi check cuda
 step fence_window 40 "$PYTHON" benchmarks/fence_window.py cuda --json "$OUT/fence_window.json"
-step measure 60 "$PYTHON" benchmarks/gpu/measure.py --backend cuda --out "$OUT"
+step wait_cpu 30 "$PYTHON" benchmarks/wait_cpu.py cuda --json "$OUT/wait_cpu.json"
+step measure 90 "$PYTHON" benchmarks/gpu/measure.py --backend cuda --out "$OUT"
 
 echo "== status (also in $OUT/status.tsv): $FAILED step(s) failed"
 cat "$OUT/status.tsv"

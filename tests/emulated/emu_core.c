@@ -14,6 +14,7 @@
 #include "emu_core.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ typedef struct event {
     uint64_t handle;
     int dev;
     int timing;
+    int blocking; /* created with the blocking-sync flag: a host wait sleeps */
     int captured;  /* the latest record went into a capturing stream */
     op *last_rec;  /* the latest record (a reference is held), NULL if never recorded */
 } event;
@@ -113,6 +115,7 @@ static struct {
     long live_events, live_streams, live_graphs;
     stream *implicit[EMU_MAX_DEVICES];
     ctx ctxs[EMU_MAX_DEVICES];
+    int blocking_sync[EMU_MAX_DEVICES]; /* the device's host waits sleep instead of spinning */
     stream *streams; /* list of running streams */
     callrec calls[MAX_CALL_NAMES];
     int ncalls;
@@ -246,6 +249,34 @@ static void *table_take(uint64_t h, int kind) {
     g.free_slots[g.nfree++] = i;
     return obj;
 }
+
+/* -- host waits (g.mu held on entry and on return) ------------------------------------- */
+
+/*
+ * How a thread waits for the device, as the real drivers do it. A blocking-sync wait sleeps
+ * on g.done until the condition changes. A spinning wait (what CUDA and HIP do for an event
+ * created without the blocking-sync flag, and for stream and device synchronization unless
+ * the device's scheduling flag asks for blocking sync) keeps the thread on a core: it drops
+ * the lock, yields and looks again. The yield is CU_CTX_SCHED_YIELD's behaviour, the one the
+ * driver's automatic choice makes when threads outnumber cores; it burns the calling thread's
+ * CPU time like a pure spin, but lets a worker that shares the core run, so an emulated wait
+ * never starves the stream it waits for.
+ */
+typedef int (*busy_fn)(const void *arg);
+
+static void wait_while(int blocking, busy_fn busy, const void *arg) {
+    if (blocking) {
+        while (busy(arg)) pthread_cond_wait(&g.done, &g.mu);
+        return;
+    }
+    while (busy(arg)) {
+        pthread_mutex_unlock(&g.mu);
+        sched_yield();
+        pthread_mutex_lock(&g.mu);
+    }
+}
+
+static int record_pending(const void *arg) { return !((const struct op *)arg)->done; }
 
 /* -- operations and streams (g.mu held) ------------------------------------------------- */
 
@@ -499,12 +530,13 @@ emu_status emuc_ctx_device(uint64_t h, int *dev) {
 
 /* -- events ----------------------------------------------------------------------------- */
 
-emu_status emuc_event_create(int dev, int timing, uint64_t *out) {
+emu_status emuc_event_create(int dev, int timing, int blocking, uint64_t *out) {
     if (out == NULL) return EMU_E_INVALID_VALUE;
     event *e = calloc(1, sizeof *e);
     if (e == NULL) return EMU_E_OUT_OF_MEMORY;
     e->dev = dev;
     e->timing = timing;
+    e->blocking = blocking;
     lock();
     e->handle = table_add(K_EVENT, e);
     emu_status st = EMU_OK;
@@ -593,7 +625,7 @@ emu_status emuc_event_synchronize(uint64_t h) {
         /* Hold the record, not the event: either may be re-recorded or destroyed meanwhile. */
         op *r = e->last_rec;
         r->refs++;
-        while (!r->done) pthread_cond_wait(&g.done, &g.mu);
+        wait_while(e->blocking || g.blocking_sync[e->dev], record_pending, r);
         op_unref(r);
     }
     unlock();
@@ -696,6 +728,22 @@ emu_status emuc_stream_wait_event(int dev, uint64_t sh, uint64_t h) {
     return st;
 }
 
+emu_status emuc_stream_ctx(int dev, uint64_t sh, uint64_t *ctx) {
+    if (ctx == NULL) return EMU_E_INVALID_VALUE;
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    if (st == EMU_OK) {
+        /* A stream belongs to its device's primary context, the only kind emulated. */
+        *ctx = g.ctxs[s->dev].handle;
+        if (*ctx == 0) st = EMU_E_INVALID_CONTEXT;
+    }
+    unlock();
+    return st;
+}
+
+static int stream_pending(const void *arg) { return ((const stream *)arg)->pending > 0; }
+
 emu_status emuc_stream_synchronize(int dev, uint64_t sh) {
     stream *s = NULL;
     lock();
@@ -707,7 +755,7 @@ emu_status emuc_stream_synchronize(int dev, uint64_t sh) {
             st = EMU_E_CAPTURE_UNSUPPORTED;
         } else {
             s->refs++;
-            while (s->pending > 0) pthread_cond_wait(&g.done, &g.mu);
+            wait_while(g.blocking_sync[s->dev], stream_pending, s);
             stream_unref(s);
         }
     }
@@ -825,21 +873,38 @@ emu_status emuc_launch_host_func(int dev, uint64_t sh, emu_host_fn fn, void *use
     return st;
 }
 
+static int device_pending(const void *arg) {
+    int dev = *(const int *)arg;
+    for (stream *s = g.streams; s != NULL; s = s->next) {
+        if (s->dev == dev && s->pending > 0) return 1;
+    }
+    return 0;
+}
+
 emu_status emuc_device_synchronize(int dev) {
     lock();
-    for (;;) {
-        stream *busy = NULL;
-        for (stream *s = g.streams; s != NULL; s = s->next) {
-            if (s->dev == dev && s->pending > 0) {
-                busy = s;
-                break;
-            }
-        }
-        if (busy == NULL) break;
-        pthread_cond_wait(&g.done, &g.mu);
-    }
+    wait_while(g.blocking_sync[dev], device_pending, &dev);
     unlock();
     return EMU_OK;
+}
+
+emu_status emuc_set_blocking_sync(int dev, int blocking) {
+    emu_status st = EMU_OK;
+    lock();
+    if (dev < 0 || dev >= g.device_count) st = EMU_E_INVALID_DEVICE;
+    else g.blocking_sync[dev] = blocking != 0;
+    unlock();
+    return st;
+}
+
+emu_status emuc_get_blocking_sync(int dev, int *blocking) {
+    if (blocking == NULL) return EMU_E_INVALID_VALUE;
+    emu_status st = EMU_OK;
+    lock();
+    if (dev < 0 || dev >= g.device_count) st = EMU_E_INVALID_DEVICE;
+    else *blocking = g.blocking_sync[dev];
+    unlock();
+    return st;
 }
 
 /* -- graphs ----------------------------------------------------------------------------- */

@@ -14,8 +14,9 @@
  * missing and refused with EMU_E_INVALID_HANDLE.
  *
  * Threading: every function here is thread-safe (one process-wide mutex guards the
- * state). Blocking functions (event and stream synchronize, device synchronize) wait on a
- * condition variable and never hold the mutex while a host function runs.
+ * state). Blocking functions (event and stream synchronize, device synchronize) either sleep
+ * on a condition variable or spin, as the driver would for that event or device (a spinning
+ * wait burns the calling thread's CPU), and never hold the mutex while a host function runs.
  *
  * Two halves:
  *   - emuc_*: the internal interface a symbol layer calls. Hidden visibility, so that when
@@ -95,7 +96,11 @@ EMU_INTERNAL emu_status emuc_ctx_device(uint64_t ctx, int *dev);
 
 /* -- events ---------------------------------------------------------------------------- */
 
-EMU_INTERNAL emu_status emuc_event_create(int dev, int timing, uint64_t *out);
+/*
+ * `blocking`: the event was created with the blocking-sync flag, so a host thread waiting on
+ * it sleeps; without it the wait spins (see wait_while in emu_core.c), as the drivers do.
+ */
+EMU_INTERNAL emu_status emuc_event_create(int dev, int timing, int blocking, uint64_t *out);
 /* The handle is invalid at once; a record still queued completes harmlessly. */
 EMU_INTERNAL emu_status emuc_event_destroy(uint64_t ev);
 /* Enqueue a record on `stream` (EMU_STREAM_DEFAULT: `dev`'s implicit stream). */
@@ -114,6 +119,8 @@ EMU_INTERNAL emu_status emuc_stream_destroy(uint64_t stream);
 EMU_INTERNAL emu_status emuc_stream_wait_event(int dev, uint64_t stream, uint64_t ev);
 EMU_INTERNAL emu_status emuc_stream_synchronize(int dev, uint64_t stream);
 EMU_INTERNAL emu_status emuc_stream_query(int dev, uint64_t stream);
+/* The handle of the (primary) context `stream` belongs to. */
+EMU_INTERNAL emu_status emuc_stream_ctx(int dev, uint64_t stream, uint64_t *ctx);
 EMU_INTERNAL emu_status emuc_stream_is_capturing(int dev, uint64_t stream, int *status);
 EMU_INTERNAL emu_status emuc_stream_begin_capture(int dev, uint64_t stream, int mode);
 EMU_INTERNAL emu_status emuc_stream_end_capture(int dev, uint64_t stream, uint64_t *graph);
@@ -121,6 +128,13 @@ EMU_INTERNAL emu_status emuc_launch_host_func(int dev, uint64_t stream, emu_host
                                               void *user_data);
 /* Block until every stream of `dev` (implicit one included) drained. */
 EMU_INTERNAL emu_status emuc_device_synchronize(int dev);
+/*
+ * The device's scheduling choice for host waits: 1 makes stream, device and every event
+ * synchronize on `dev` sleep (CUDA's CU_CTX_SCHED_BLOCKING_SYNC, HIP's
+ * hipDeviceScheduleBlockingSync); 0, the default, spins except on blocking-sync events.
+ */
+EMU_INTERNAL emu_status emuc_set_blocking_sync(int dev, int blocking);
+EMU_INTERNAL emu_status emuc_get_blocking_sync(int dev, int *blocking);
 
 /* -- graphs ---------------------------------------------------------------------------- */
 

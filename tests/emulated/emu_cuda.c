@@ -270,6 +270,33 @@ static CUresult impl_cuDevicePrimaryCtxRelease(CUdevice dev) {
     return code(emuc_ctx_release(dev));
 }
 
+/*
+ * The primary context's scheduling flags decide how a host thread waits for the device:
+ * CU_CTX_SCHED_BLOCKING_SYNC sleeps; AUTO (0, the default), SPIN and YIELD spin (see
+ * wait_while in emu_core.c). The other flag bits are accepted and ignored.
+ */
+enum { CU_CTX_SCHED_BLOCKING_SYNC = 4, CU_CTX_SCHED_MASK = 7 };
+
+static CUresult impl_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+    ENTER("cuDevicePrimaryCtxSetFlags");
+    NEED_INIT();
+    unsigned sched = flags & CU_CTX_SCHED_MASK;
+    if (sched == 3 || sched > CU_CTX_SCHED_BLOCKING_SYNC) return CUDA_ERROR_INVALID_VALUE;
+    return code(emuc_set_blocking_sync(dev, sched == CU_CTX_SCHED_BLOCKING_SYNC));
+}
+
+static CUresult impl_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+    ENTER("cuDevicePrimaryCtxGetState");
+    if (flags == NULL || active == NULL) return CUDA_ERROR_INVALID_VALUE;
+    NEED_INIT();
+    int blocking = 0;
+    CUresult rc = code(emuc_get_blocking_sync(dev, &blocking));
+    if (rc != CUDA_SUCCESS) return rc;
+    *flags = blocking ? CU_CTX_SCHED_BLOCKING_SYNC : 0;
+    *active = emu_live_contexts() > 0;
+    return CUDA_SUCCESS;
+}
+
 static CUresult impl_cuCtxGetCurrent(CUcontext *pctx) {
     ENTER("cuCtxGetCurrent");
     if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -370,7 +397,8 @@ static CUresult impl_cuEventCreate(CUevent *phEvent, unsigned int flags) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     uint64_t h = 0;
-    CUresult rc = code(emuc_event_create(dev, !(flags & CU_EVENT_DISABLE_TIMING), &h));
+    CUresult rc = code(emuc_event_create(dev, !(flags & CU_EVENT_DISABLE_TIMING),
+                                         (flags & CU_EVENT_BLOCKING_SYNC) != 0, &h));
     if (rc == CUDA_SUCCESS) *phEvent = P(h);
     return rc;
 }
@@ -551,6 +579,25 @@ static CUresult impl_cuCtxGetStreamPriorityRange(int *leastPriority, int *greate
     return CUDA_SUCCESS;
 }
 
+/* cuda.core asks which context a stream it adopted belongs to before recording into it. */
+static CUresult impl_cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+    ENTER("cuStreamGetCtx");
+    if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    NEED_CONTEXT(dev);
+    uint64_t h = 0;
+    CUresult rc = code(emuc_stream_ctx(dev, stream_arg(hStream), &h));
+    if (rc == CUDA_SUCCESS) *pctx = P(h);
+    return rc;
+}
+
+/* The CUDA 12.5 ABI adds a green context, which the emulator never has. */
+static CUresult impl_cuStreamGetCtx_v2(CUstream hStream, CUcontext *pctx, void **pGreenCtx) {
+    CUresult rc = impl_cuStreamGetCtx(hStream, pctx);
+    if (rc == CUDA_SUCCESS && pGreenCtx != NULL) *pGreenCtx = NULL;
+    return rc;
+}
+
 /* -- cuGetProcAddress ------------------------------------------------------------------- */
 
 /*
@@ -572,6 +619,8 @@ static const struct {
     {"cuDeviceGetName", 2000, (void *)impl_cuDeviceGetName},
     {"cuDevicePrimaryCtxRetain", 7000, (void *)impl_cuDevicePrimaryCtxRetain},
     {"cuDevicePrimaryCtxRelease", 7000, (void *)impl_cuDevicePrimaryCtxRelease},
+    {"cuDevicePrimaryCtxSetFlags", 7000, (void *)impl_cuDevicePrimaryCtxSetFlags},
+    {"cuDevicePrimaryCtxGetState", 7000, (void *)impl_cuDevicePrimaryCtxGetState},
     {"cuCtxGetCurrent", 4000, (void *)impl_cuCtxGetCurrent},
     {"cuCtxSetCurrent", 4000, (void *)impl_cuCtxSetCurrent},
     {"cuCtxPushCurrent", 4000, (void *)impl_cuCtxPushCurrent},
@@ -601,6 +650,8 @@ static const struct {
     {"cuLaunchHostFunc", 10000, (void *)impl_cuLaunchHostFunc},
     {"cuLaunchHostFunc", 13020, (void *)impl_cuLaunchHostFunc_v2},
     {"cuCtxGetStreamPriorityRange", 5050, (void *)impl_cuCtxGetStreamPriorityRange},
+    {"cuStreamGetCtx", 9020, (void *)impl_cuStreamGetCtx},
+    {"cuStreamGetCtx", 12050, (void *)impl_cuStreamGetCtx_v2},
     {"cuGetProcAddress", 11030, NULL}, /* filled in by lookup(): defined below */
     {"cuGetProcAddress", 12000, NULL},
 };
@@ -669,6 +720,12 @@ EXPORT(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice),
        impl_cuDevicePrimaryCtxRetain);
 EXPORT(CUresult, cuDevicePrimaryCtxRelease, (CUdevice), impl_cuDevicePrimaryCtxRelease);
 EXPORT(CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice), impl_cuDevicePrimaryCtxRelease);
+EXPORT(CUresult, cuDevicePrimaryCtxSetFlags, (CUdevice, unsigned int),
+       impl_cuDevicePrimaryCtxSetFlags);
+EXPORT(CUresult, cuDevicePrimaryCtxSetFlags_v2, (CUdevice, unsigned int),
+       impl_cuDevicePrimaryCtxSetFlags);
+EXPORT(CUresult, cuDevicePrimaryCtxGetState, (CUdevice, unsigned int *, int *),
+       impl_cuDevicePrimaryCtxGetState);
 EXPORT(CUresult, cuCtxGetCurrent, (CUcontext *), impl_cuCtxGetCurrent);
 EXPORT(CUresult, cuCtxSetCurrent, (CUcontext), impl_cuCtxSetCurrent);
 EXPORT(CUresult, cuCtxPushCurrent, (CUcontext), impl_cuCtxPushCurrent);
@@ -704,5 +761,7 @@ EXPORT(CUresult, cuStreamEndCapture, (CUstream, CUgraph *), impl_cuStreamEndCapt
 EXPORT(CUresult, cuGraphDestroy, (CUgraph), impl_cuGraphDestroy);
 EXPORT(CUresult, cuLaunchHostFunc, (CUstream, CUhostFn, void *), impl_cuLaunchHostFunc);
 EXPORT(CUresult, cuCtxGetStreamPriorityRange, (int *, int *), impl_cuCtxGetStreamPriorityRange);
+EXPORT(CUresult, cuStreamGetCtx, (CUstream, CUcontext *), impl_cuStreamGetCtx);
+EXPORT(CUresult, cuStreamGetCtx_v2, (CUstream, CUcontext *, void **), impl_cuStreamGetCtx_v2);
 EXPORT(CUresult, cuLaunchHostFunc_v2, (CUstream, CUhostFn, void *, unsigned int),
        impl_cuLaunchHostFunc_v2);

@@ -217,6 +217,34 @@ hipError_t hipGetDevice(int *deviceId) {
     return hipSuccess;
 }
 
+/*
+ * The current device's scheduling flags decide how a host thread waits for it:
+ * hipDeviceScheduleBlockingSync sleeps; Auto (0, the default), Spin and Yield spin (see
+ * wait_while in emu_core.c). The other flag bits are accepted and ignored.
+ */
+#define HIP_DEVICE_SCHEDULE_BLOCKING_SYNC 0x4u
+#define HIP_DEVICE_SCHEDULE_MASK 0x7u
+
+hipError_t hipSetDeviceFlags(unsigned int flags) {
+    ENTER("hipSetDeviceFlags");
+    int dev;
+    NEED_DEVICE(dev);
+    unsigned sched = flags & HIP_DEVICE_SCHEDULE_MASK;
+    if (sched == 3 || sched > HIP_DEVICE_SCHEDULE_BLOCKING_SYNC) return hipErrorInvalidValue;
+    return code(emuc_set_blocking_sync(dev, sched == HIP_DEVICE_SCHEDULE_BLOCKING_SYNC));
+}
+
+hipError_t hipGetDeviceFlags(unsigned int *flags) {
+    ENTER("hipGetDeviceFlags");
+    if (flags == NULL) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    int blocking = 0;
+    hipError_t rc = code(emuc_get_blocking_sync(dev, &blocking));
+    if (rc == hipSuccess) *flags = blocking ? HIP_DEVICE_SCHEDULE_BLOCKING_SYNC : 0;
+    return rc;
+}
+
 hipError_t hipDeviceSynchronize(void) {
     ENTER("hipDeviceSynchronize");
     int dev;
@@ -232,13 +260,15 @@ hipError_t hipDeviceSynchronize(void) {
     (0x1u | HIP_EVENT_DISABLE_TIMING | HIP_EVENT_INTERPROCESS | 0x20000000u | 0x40000000u |   \
      0x80000000u)
 
+#define HIP_EVENT_BLOCKING_SYNC 0x1u
+
 /* The creates' common body, after each entry point counted its own call. */
-static hipError_t create_event(hipEvent_t *event, int timing) {
+static hipError_t create_event(hipEvent_t *event, int timing, int blocking) {
     if (event == NULL) return hipErrorInvalidValue;
     int dev;
     NEED_DEVICE(dev);
     uint64_t h = 0;
-    hipError_t rc = code(emuc_event_create(dev, timing, &h));
+    hipError_t rc = code(emuc_event_create(dev, timing, blocking, &h));
     if (rc == hipSuccess) *event = P(h);
     return rc;
 }
@@ -249,12 +279,13 @@ hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
     if ((flags & HIP_EVENT_INTERPROCESS) && !(flags & HIP_EVENT_DISABLE_TIMING)) {
         return hipErrorInvalidValue;
     }
-    return create_event(event, !(flags & HIP_EVENT_DISABLE_TIMING));
+    return create_event(event, !(flags & HIP_EVENT_DISABLE_TIMING),
+                        (flags & HIP_EVENT_BLOCKING_SYNC) != 0);
 }
 
 hipError_t hipEventCreate(hipEvent_t *event) {
     ENTER("hipEventCreate");
-    return create_event(event, 1);
+    return create_event(event, 1, 0);
 }
 
 hipError_t hipEventDestroy(hipEvent_t event) {

@@ -39,11 +39,17 @@ S = TypeVar("S")
 _POLL_FIRST_S = 20e-6
 _POLL_MAX_S = 1e-3
 
-# A wait without a timeout on the main thread first queries for this long (when the backend
-# can query): most waits a program makes are on work that is done or nearly done, and those
-# return from the spin with no thread started. 100 µs is a few dozen queries, about what
-# starting the waiter thread that follows would cost, so a wait that outlasts the spin pays
-# at most twice its overhead.
+# A wait without a timeout first queries for this long (when the backend can query), on every
+# thread, then blocks in the backend's event_wait. The drivers' own wait on a default event
+# spins for the whole wait (a core burnt per waiting thread), so the cuda and hip backends
+# create blocking-sync events, whose wait sleeps (after a query spin of their own); a
+# sleeping waiter wakes later than a spinning one (a futex or an interrupt, tens of
+# microseconds), and the spin gives that latency back to the waits where it matters: most
+# waits a program makes are on work that is done or nearly done, and those return from the
+# spin as fast as a driver's own spin would, on any backend and with no thread started.
+# 100 us is a few dozen queries, about what starting the main thread's waiter thread costs; a
+# wait that outlasts it burns at most those 100 us of CPU (0.2 % of a 50 ms wait), where the
+# driver's spin would burn all of it.
 _SPIN_NS = 100_000
 
 
@@ -158,15 +164,17 @@ class EventFence(SingleOwner, Generic[E, S]):
     def wait(self, timeout: float | None = None) -> None:
         """Block the calling thread until the device reached the fence.
 
-        ``timeout`` is in seconds. ``None`` waits with the backend's ``event_wait``, which
-        blocks without holding the GIL. On the main thread that wait stays interruptible
-        (Ctrl-C raises :class:`KeyboardInterrupt` at once, on every backend): the fence is
-        first queried for up to 100 µs when the backend has ``event_query``, and if it is not
-        reached by then, ``event_wait`` runs on a helper thread while the main thread blocks on
-        a lock, which a signal interrupts. An interrupted wait leaves that helper waiting until
-        the device reaches the fence; the fence stays valid for it (a ``close()`` meanwhile
-        destroys the event when the helper returns). Other threads call ``event_wait``
-        directly: signals are delivered to the main thread only.
+        ``timeout`` is in seconds. ``None`` first queries the fence for up to 100 µs when the
+        backend has ``event_query`` (a fence reached by then returns with a spinning driver's
+        latency), then waits with the backend's ``event_wait``, which blocks without holding
+        the GIL (on ``cuda`` and ``hip`` it sleeps: their events are created blocking-sync, so
+        a long wait costs a waiting thread next to no CPU). On the main thread that wait stays
+        interruptible (Ctrl-C raises :class:`KeyboardInterrupt` at once, on every backend):
+        ``event_wait`` runs on a helper thread while the main thread blocks on a lock, which a
+        signal interrupts. An interrupted wait leaves that helper waiting until the device
+        reaches the fence; the fence stays valid for it (a ``close()`` meanwhile destroys the
+        event when the helper returns). Other threads call ``event_wait`` directly: signals
+        are delivered to the main thread only.
 
         A number polls the backend's ``event_query`` (first every 20 µs, backing off to every
         1 ms) and raises :class:`TimeoutError` once
@@ -184,33 +192,38 @@ class EventFence(SingleOwner, Generic[E, S]):
             return  # a fence is recorded once: reached stays reached
         event = self._enter("wait")
         try:
-            if timeout is None:
+            if timeout is not None:
+                self._poll(event, timeout)
+            elif not self._spin(event):
                 # By ident: current_thread() would register a dummy for a foreign thread.
                 if threading.get_ident() == threading.main_thread().ident:
-                    self._wait_interruptibly(event)
+                    self._block_interruptibly(event)
                 else:
                     self._api.event_wait(event)
-            else:
-                self._poll(event, timeout)
             self._mark_reached()
         finally:
             self._leave()
 
-    def _wait_interruptibly(self, event: E) -> None:
+    def _spin(self, event: E) -> bool:
+        # Most waits a program makes are on work that is done or nearly done: those return
+        # from here as fast as a driver's own spin would, with no thread started and no sleep
+        # to wake from. A wait that outlasts the spin blocks (see _SPIN_NS for the price).
+        query = self._query
+        if query is None:
+            return False
+        deadline = time.perf_counter_ns() + _SPIN_NS
+        while not query.event_query(event):
+            if time.perf_counter_ns() >= deadline:
+                return False
+            # Lets go of the GIL between queries: the stream may need it to make progress
+            # (the host backend's worker is a Python thread).
+            os.sched_yield()
+        return True
+
+    def _block_interruptibly(self, event: E) -> None:
         # A backend's event_wait blocks in native code, where a signal only sets a flag that
         # Python looks at when the call returns: Ctrl-C would wait for the device. A lock
         # acquire, though, is interrupted by a signal on POSIX and runs the handler at once.
-        query = self._query
-        if query is not None:
-            deadline = time.perf_counter_ns() + _SPIN_NS
-            while not query.event_query(event):
-                if time.perf_counter_ns() >= deadline:
-                    break
-                # Lets go of the GIL between queries: the stream may need it to make progress
-                # (the host backend's worker is a Python thread).
-                os.sched_yield()
-            else:
-                return
         done = _thread.allocate_lock()
         done.acquire()
         failure: list[BaseException] = []

@@ -50,7 +50,8 @@ and :meth:`DriverBackend._hold_event`, context managers that resolve a handle (o
 foreign stream), refuse a closed or foreign one, and hold it for the length of a call that is
 not one of the protocol's (a backend's own test aids, say); and the hooks it may override,
 :meth:`~DriverBackend._bind_thread`, :meth:`~DriverBackend._adopt_stream`,
-:meth:`~DriverBackend._shares_handles_with` and :meth:`~DriverBackend._context_lost`.
+:meth:`~DriverBackend._exported_handle`, :meth:`~DriverBackend._shares_handles_with` and
+:meth:`~DriverBackend._context_lost`.
 
 For a backend on a C driver binding whose calls return a tuple led by a status code, this
 module also re-exports the pieces such a backend would otherwise write again (from
@@ -281,6 +282,38 @@ class Stream(_Handle, Generic[RS]):
         """The driver's own handle, for passing to the framework that launches work."""
         return self._raw
 
+    @property
+    def __cuda_stream__(self) -> Callable[[], tuple[int, int]]:
+        """The ``__cuda_stream__`` protocol, on a backend whose streams speak it.
+
+        ``stream.__cuda_stream__()`` gives ``(0, handle)``, the stream's address as an
+        unsigned int, so cuda.core, CuPy, PyTorch or Numba adopt the stream as their own. The
+        ``cuda`` and ``hip`` backends' streams have it (ROCm builds of the frameworks read HIP
+        streams through the CUDA name); on any other backend the attribute is absent
+        (``hasattr`` is False). The library that adopts the stream does not own it: the stream
+        must outlive that library's use of it, as for every ``__cuda_stream__`` exporter, so
+        destroy it only after the work launched on it through the other library is done.
+        Calling it on a destroyed stream raises :class:`~eventapi.EventStateError`.
+        """
+        owner = self._owner
+        if owner is None or owner._exported_handle(self._raw) is None:
+            raise AttributeError(
+                f"{self!r} has no __cuda_stream__: only cuda and hip streams can be handed to "
+                "a framework through that protocol"
+            )
+        return self._export
+
+    def _export(self) -> tuple[int, int]:
+        owner = self._owner
+        if self._closed or owner is None:
+            raise EventStateError(
+                f"{self!r}.__cuda_stream__() refused: the stream was destroyed, so its handle "
+                "means nothing; hand the framework a live stream"
+            )
+        handle = owner._exported_handle(self._raw)
+        assert handle is not None  # the property checked: a backend answers per class
+        return (0, handle)
+
     def __repr__(self) -> str:
         kind = "stream" if self._owned else "adopted stream"
         state = " closed" if self._closed else ""
@@ -320,10 +353,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     Subclasses set ``BACKEND``, call ``super().__init__()`` and spell the abstract ``_raw_*``
     methods as the module docstring's contract says. They may override the hooks
-    :meth:`_bind_thread`, :meth:`_adopt_stream`, :meth:`_shares_handles_with` and
-    :meth:`_context_lost`, and use :meth:`_hold_stream` and :meth:`_hold_event` in calls of
-    their own. The optional capabilities come from :class:`EventQueryMixin`,
-    :class:`CaptureCheckMixin` and :class:`HostFuncMixin`.
+    :meth:`_bind_thread`, :meth:`_adopt_stream`, :meth:`_exported_handle`,
+    :meth:`_shares_handles_with` and :meth:`_context_lost`, and use :meth:`_hold_stream` and
+    :meth:`_hold_event` in calls of their own. The optional capabilities come from
+    :class:`EventQueryMixin`, :class:`CaptureCheckMixin` and :class:`HostFuncMixin`.
 
     Every method may be called from any thread. A handle of another object is refused with
     :class:`~eventapi.EventStateError`, except where :meth:`_shares_handles_with` says the
@@ -392,6 +425,15 @@ class DriverBackend(ABC, Generic[RE, RS]):
         that a second object refuses them.
         """
         return False
+
+    def _exported_handle(self, raw: RS) -> int | None:
+        """The stream's address as an unsigned int for ``__cuda_stream__``, or None.
+
+        A backend whose streams other libraries can adopt through the ``__cuda_stream__``
+        protocol (CUDA's, and HIP's, whose frameworks use the same name) returns the raw
+        handle's address; the default, None, leaves :class:`Stream` without the attribute.
+        """
+        return None
 
     def _context_lost(self) -> DriverError | None:
         """The error that lost this device's context for good, or None while it is usable.

@@ -67,7 +67,10 @@ _log = logging.getLogger("eventapi")
 
 _CUresult = driver.CUresult
 # Timing enabled: CU_EVENT_DISABLE_TIMING would drop exactly the timestamp a profiler reads.
-_EVENT_FLAGS = int(driver.CUevent_flags.CU_EVENT_DEFAULT)
+# Blocking sync: cuEventSynchronize on an event without it busy-waits, a core burnt per
+# waiting thread for the whole wait; with it the thread sleeps until the device reaches the
+# event. event_wait queries for 100 us first, so a short wait still wakes as fast as a spin.
+_EVENT_FLAGS = int(driver.CUevent_flags.CU_EVENT_BLOCKING_SYNC)
 _STREAM_FLAGS = int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
 
 
@@ -153,14 +156,16 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
     """The CUDA driver's events and streams on one device.
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
-    one object per device; constructing one directly is fine too. Events are created with
-    timing enabled (``CU_EVENT_DEFAULT``), streams with ``CU_STREAM_NON_BLOCKING``. Every
-    driver failure raises :class:`~eventapi.DriverError` with the driver's own name and text
-    for the code. Besides its own streams, any call taking a stream accepts a framework's (an
-    object with ``__cuda_stream__``: cuda.core, CuPy, PyTorch), a ``driver.CUstream``, or a
-    raw integer handle (``0`` the legacy default stream, ``2`` the per-thread default stream),
-    which is trusted as given: without the driver it cannot be validated. Such streams are
-    never destroyed here.
+    one object per device; constructing one directly is fine too. Events are created with timing
+    enabled and ``CU_EVENT_BLOCKING_SYNC`` (``event_wait`` queries for up to 100 µs, then sleeps
+    instead of spinning), streams with ``CU_STREAM_NON_BLOCKING``; ``stream_synchronize`` waits
+    as the context's scheduling flag says (by default the driver spins or yields). Every driver
+    failure raises :class:`~eventapi.DriverError` with the driver's own name and text for the
+    code. Besides its own streams, any call taking a stream accepts a framework's (an object
+    with ``__cuda_stream__``: cuda.core, CuPy, PyTorch), a ``driver.CUstream``, or a raw integer
+    handle (``0`` the legacy default stream, ``2`` the per-thread default stream), which is
+    trusted as given: without the driver it cannot be validated. Such streams are never
+    destroyed here.
 
     Raises :class:`~eventapi.BackendUnavailableError` when the driver library is missing, the
     driver is too old, there is no device ``device``, or the process was forked after its
@@ -232,6 +237,10 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
         finally:
             _call(driver.cuCtxPopCurrent)
 
+    def _exported_handle(self, raw: Any) -> int:
+        # The handle's address, as __cuda_stream__ gives it to a framework adopting the stream.
+        return int(raw)
+
     def _adopt_stream(self, stream: object) -> Any:
         handle = foreign_stream_handle(self.BACKEND, stream, native=(driver.CUstream,))
         return None if handle is None else driver.CUstream(handle)
@@ -248,7 +257,9 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
         _call(driver.cuEventRecord, event, stream)
 
     def _raw_event_wait(self, event: Any) -> None:
-        _call(driver.cuEventSynchronize, event)  # the binding releases the GIL
+        # Queries first, then sleeps in the synchronize of a blocking-sync event (the binding
+        # releases the GIL): see DriverCalls.wait.
+        _call.wait(driver.cuEventSynchronize, driver.cuEventQuery, event)
 
     def _raw_event_query(self, event: Any) -> bool:
         return _call.ready(driver.cuEventQuery, event)

@@ -71,7 +71,10 @@ __all__ = ["HipBackend"]
 _HipError = hip.hipError_t
 _UINT32 = 0xFFFF_FFFF
 # Timing enabled: hipEventDisableTiming would drop exactly the timestamp a profiler reads.
-_EVENT_FLAGS = int(hip.hipEventDefault) & _UINT32
+# Blocking sync: hipEventSynchronize on an event without it busy-waits, a core burnt per
+# waiting thread for the whole wait; with it the thread sleeps until the device reaches the
+# event. event_wait queries for 100 us first, so a short wait still wakes as fast as a spin.
+_EVENT_FLAGS = int(hip.hipEventBlockingSync) & _UINT32
 _STREAM_FLAGS = int(hip.hipStreamNonBlocking) & _UINT32
 
 
@@ -120,15 +123,17 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFuncMixin[Any, Any]):
     """The HIP runtime's events and streams on one device.
 
-    Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache
-    one object per device; constructing one directly is fine too. Events are created with
-    timing enabled (``hipEventDefault``), streams with ``hipStreamNonBlocking``. Every runtime
+    Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache one
+    object per device; constructing one directly is fine too. Events are created with timing
+    enabled and ``hipEventBlockingSync`` (``event_wait`` queries for up to 100 µs, then sleeps
+    instead of spinning), streams with ``hipStreamNonBlocking``; ``stream_synchronize`` waits as
+    the device's scheduling flag says (by default the runtime spins or yields). Every runtime
     failure raises :class:`~eventapi.DriverError` with the runtime's own name and text for the
-    code. Besides its own streams, any call taking a stream accepts a raw integer handle
-    (``0``: the null stream of the calling thread's current device), a ``hip.ihipStream_t``,
-    or an object with ``__cuda_stream__`` (PyTorch and CuPy built for ROCm speak the CUDA
-    protocol with HIP handles; there is no HIP-named protocol). Such handles are trusted as
-    given, since the runtime cannot validate them, and are never destroyed here.
+    code. Besides its own streams, any call taking a stream accepts a raw integer handle (``0``:
+    the null stream of the calling thread's current device), a ``hip.ihipStream_t``, or an
+    object with ``__cuda_stream__`` (PyTorch and CuPy built for ROCm speak the CUDA protocol
+    with HIP handles; there is no HIP-named protocol). Such handles are trusted as given, since
+    the runtime cannot validate them, and are never destroyed here.
 
     Raises :class:`~eventapi.BackendUnavailableError` when the runtime library is missing,
     there is no device ``device``, or the process was forked after its parent used HIP. See the
@@ -196,6 +201,10 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
         finally:
             _call(hip.hipSetDevice, current)
 
+    def _exported_handle(self, raw: Any) -> int:
+        # The handle's address, as __cuda_stream__ gives it to a framework adopting the stream.
+        return int(raw)
+
     def _adopt_stream(self, stream: object) -> Any:
         handle = foreign_stream_handle(self.BACKEND, stream, native=(hip.ihipStream_t,))
         return None if handle is None else hip.ihipStream_t.fromObj(handle)
@@ -212,7 +221,9 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
         _call(hip.hipEventRecord, event, stream)
 
     def _raw_event_wait(self, event: Any) -> None:
-        _call(hip.hipEventSynchronize, event)  # the binding releases the GIL
+        # Queries first, then sleeps in the synchronize of a blocking-sync event (the binding
+        # releases the GIL): see DriverCalls.wait.
+        _call.wait(hip.hipEventSynchronize, hip.hipEventQuery, event)
 
     def _raw_event_query(self, event: Any) -> bool:
         return _call.ready(hip.hipEventQuery, event)
