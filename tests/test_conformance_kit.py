@@ -83,6 +83,17 @@ def test_kit_skips_capabilities_a_backend_lacks_naming_them(tmp_path: Path) -> N
         assert f"does not implement {capability}" in skipped, run.output
 
 
+def test_kit_passes_on_a_driverkit_backend_without_host_functions(tmp_path: Path) -> None:
+    # A driver with no host-function call keeps driverkit's handle layer and leaves that one
+    # capability out; the kit skips only what needs a held stream, and says why.
+    run = _kit("kit_driverkit_backend:NoHostFuncDriverBackend", cwd=tmp_path)
+    _passed_cleanly(run)
+    skipped = "\n".join(run.lines("SKIPPED"))
+    assert "does not implement SupportsHostFunc" in skipped, run.output
+    for present in ("SupportsEventQuery", "SupportsCaptureCheck"):
+        assert f"does not implement {present}" not in skipped, run.output
+
+
 def test_kit_checks_blocking_without_event_query(tmp_path: Path) -> None:
     # Held streams but no query: "not reached yet" is proven by a wait that stays blocked.
     run = _kit("kit_backends:HostFuncBackend", cwd=tmp_path)
