@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -365,6 +366,17 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._keep_anchor(anchor, samples)  # the first anchor: nothing earlier to measure
         assert self._anchor is not None
         return self._anchor
+
+    def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+        """Write the spans this profiler retains (:attr:`spans`) to ``path`` as a Chrome trace.
+
+        The same as ``eventapi.trace.export_chrome_trace(path, self)``: Trace Event JSON that
+        Perfetto and ``chrome://tracing`` open. Does not collect; raises :class:`OSError` when
+        ``path`` cannot be written.
+        """
+        from .trace import export_chrome_trace  # the trace machinery is loaded on first use
+
+        export_chrome_trace(path, self)
 
     # -- windows ---------------------------------------------------------------------------------
 
