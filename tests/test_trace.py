@@ -28,7 +28,7 @@ def valid_trace(path: Path) -> dict[str, Any]:
     each (pid, tid) track the complete events nest: two slices either do not overlap or one
     holds the other, which is how Perfetto stacks them.
     """
-    document = json.loads(path.read_text())
+    document: dict[str, Any] = json.loads(path.read_text())
     assert isinstance(document["traceEvents"], list)
     assert document["displayTimeUnit"] in ("ms", "ns")
     tracks: dict[tuple[int, int], list[tuple[float, float]]] = {}
