@@ -87,6 +87,11 @@ def _tracks(events: list[dict[str, Any]]) -> tuple[dict[Any, str], dict[tuple[An
     return processes, threads
 
 
+def _count(n: int, noun: str) -> str:
+    plural = noun + ("es" if noun.endswith("s") else "s")
+    return f"{n:,} {noun if n == 1 else plural}"
+
+
 def render(document: dict[str, Any], title: str) -> str:
     """The HTML page for ``document`` (a parsed trace), titled ``title``."""
     events = [e for e in document["traceEvents"] if isinstance(e, dict)]
@@ -130,7 +135,8 @@ def render(document: dict[str, Any], title: str) -> str:
     return _PAGE.format(
         title=html.escape(title),
         summary=html.escape(
-            f"{len(slices):,} slices on {len(rows)} tracks of {len(processes) or 1} processes"
+            f"{_count(len(slices), 'slice')} on {_count(len(rows), 'track')} of "
+            f"{_count(len(processes) or 1, 'process')}"
         ),
         note=note,
         table=_table(slices),

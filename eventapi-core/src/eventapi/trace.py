@@ -155,7 +155,8 @@ def gather_chrome_trace(
     """Gather every rank's spans through ``torch.distributed``; rank ``dst`` writes the merge.
 
     Every rank of ``group`` (default: the whole job) must call it, as with any collective; each
-    contributes the spans its ``profilers`` retain, with its own clock, and rank ``dst``
+    contributes the spans its ``profilers`` retain, with its own clock, and rank ``dst`` (a
+    global rank)
     writes one trace to ``path`` with one process track per rank, placed as :func:`merge`
     places files. The other ranks write nothing. Blocks until every rank has called it.
 
@@ -183,13 +184,44 @@ def gather_chrome_trace(
         local = os.path.join(scratch, "rank.json")
         export_chrome_trace(local, *profilers)
         document = read_trace(local)
-    rank = dist.get_rank(group)
-    gathered: list[Any] | None = [None] * dist.get_world_size(group) if rank == dst else None
-    dist.gather_object(document, gathered, dst=dst, group=group)
-    if gathered is None:
+    documents = _gather_bytes(json.dumps(document).encode(), group, dst)
+    if documents is None:
         return
+    gathered = [json.loads(raw) for raw in documents]
     merged = merge_documents(gathered, [f"rank {i}" for i in range(len(gathered))])
     _dump(merged, path)
+
+
+def _gather_bytes(payload: bytes, group: Any, dst: int) -> list[bytes] | None:
+    """Every rank's ``payload`` at rank ``dst`` (None elsewhere), through tensors.
+
+    Not ``gather_object``: it needs NumPy, which a CPU-only torch does not pull in. Tensors
+    live where the group's backend moves them (a CUDA device for NCCL, else the CPU).
+    """
+    import torch
+    import torch.distributed as dist
+
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend(group) == "nccl"
+        else torch.device("cpu")
+    )
+    world = dist.get_world_size(group)
+    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size, group=group)
+    lengths = [int(s.item()) for s in sizes]
+    buffer = torch.zeros(max(lengths), dtype=torch.uint8, device=device)
+    buffer[: len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    mine = dist.get_rank() == dst
+    received = [torch.empty_like(buffer) for _ in range(world)] if mine else None
+    dist.gather(buffer, received, dst=dst, group=group)
+    if received is None:
+        return None
+    return [
+        bytes(tensor[:length].cpu().tolist())
+        for tensor, length in zip(received, lengths, strict=True)
+    ]
 
 
 def _dump(document: dict[str, Any], out: PathLike) -> None:
