@@ -72,6 +72,8 @@ def test_rank_zero_writes_every_ranks_windows_in_the_order_they_ran(tmp_path: Pa
 
 
 def test_without_an_initialised_group_it_says_what_to_do_instead(tmp_path: Path) -> None:
-    with eventapi.EventProfiler(eventapi.backend("host")) as prof:
-        with pytest.raises(RuntimeError, match="merge"):
-            gather_chrome_trace(tmp_path / "t.json", prof)
+    with (
+        eventapi.EventProfiler(eventapi.backend("host")) as prof,
+        pytest.raises(RuntimeError, match="merge"),
+    ):
+        gather_chrome_trace(tmp_path / "t.json", prof)
