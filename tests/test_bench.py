@@ -78,8 +78,9 @@ def test_setup_runs_before_every_call_and_outside_its_timing(host: HostBackend) 
 
     result = eventapi.bench(fn, api=host, setup=setup, warmup_ms=0, rep_ms=10)
     assert calls == ["setup", "fn"] * (len(calls) // 2)
-    # Setup's 4 ms are not in the readings: each is the 1 ms call and its dispatch.
-    assert result.max_ns < 2 * DELAY_NS
+    # Setup's 4 ms are not in the readings: each is the 1 ms call and its dispatch. (The
+    # median: one reading may be stretched by the spinning thread losing its CPU.)
+    assert result.median_ns < 2 * DELAY_NS
 
 
 def test_the_stream_given_is_used_and_left_open(host: HostBackend) -> None:

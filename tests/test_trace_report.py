@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,21 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         export_chrome_trace(tmp / "trace.json", compute, copy)
     assert api.live_handles() == (0, 0)
     out = tmp / "report.html"
-    write_report(tmp / "trace.json", out)
+    # The command line, as a user runs it.
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eventapi",
+            "trace",
+            "report",
+            str(tmp / "trace.json"),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        timeout=60,
+    )
     return out
 
 
@@ -118,3 +133,11 @@ def test_chromium_renders_every_track_and_slice_without_errors(
         ["step", "forward", "&lt;/script&gt;&lt;b&gt;backward&lt;/b&gt;"] * 3 + ["upload"] * 2
     )
     assert shot.stat().st_size > 0
+
+
+def test_a_report_of_an_empty_trace_says_so(tmp_path: Path) -> None:
+    with eventapi.EventProfiler(HostBackend()) as prof:
+        prof.export_chrome_trace(tmp_path / "empty.json")
+    write_report(tmp_path / "empty.json", tmp_path / "empty.html")
+    page = (tmp_path / "empty.html").read_text()
+    assert "0 slices on 0 tracks of 1 process" in page

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 from typing import Any, Final, final
 
 __all__ = ["DOMAIN", "NvtxRanges", "ranges_for"]
+
+_log = logging.getLogger("eventapi")
 
 DOMAIN: Final = "eventapi"
 """The NVTX domain of the windows' ranges (Nsight Systems groups ranges by domain)."""
@@ -36,9 +39,13 @@ def _domain() -> Any:
         nvtx: Any = importlib.import_module("nvtx")
     except ImportError:
         return None
-    if not nvtx.enabled():  # NVTX_DISABLE is set
+    try:
+        if not nvtx.enabled():  # NVTX_DISABLE is set
+            return None
+        return nvtx.get_domain(DOMAIN)
+    except Exception:  # a broken install must not stop profiling: windows work without it
+        _log.warning("nvtx is installed but unusable; windows get no NVTX ranges", exc_info=True)
         return None
-    return nvtx.get_domain(DOMAIN)
 
 
 def ranges_for(backend: str) -> NvtxRanges | None:

@@ -434,7 +434,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             )
         if self._capturing():
             # The capture began while the window was open: its end cannot be recorded.
-            self._pop_open()
+            self._open.pop()
+            if self._nvtx is not None:
+                self._nvtx.end()
             self._discard(window)
             self._skipped += 1
             return
@@ -443,10 +445,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         except BaseException:
             # A window without an end can never be read; dropping it keeps the windows
             # around it stoppable.
-            self._pop_open()
+            self._open.pop()
+            if self._nvtx is not None:
+                self._nvtx.end()
             self._discard(window)
             raise
-        self._pop_open()
+        self._open.pop()
+        if self._nvtx is not None:
+            self._nvtx.end()
         window._state = _CLOSED
         self._pending.append(window)
 
@@ -715,12 +721,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         for event in events:
             self._pool.release(event)
         events.clear()
-
-    def _pop_open(self) -> None:
-        """Take the innermost window off the open stack (and end its NVTX range)."""
-        self._open.pop()
-        if self._nvtx is not None:
-            self._nvtx.end()
 
     def _release_everything(self) -> None:
         if self._nvtx is not None:

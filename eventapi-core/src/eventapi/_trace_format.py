@@ -40,6 +40,7 @@ __all__ = [
     "TraceFile",
     "Track",
     "host_clock",
+    "process_info",
     "read_trace",
     "span_event",
 ]
