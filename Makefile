@@ -27,7 +27,14 @@ $(STAMP): requirements-dev.txt eventapi-core/pyproject.toml eventapi-cuda/pyproj
 		-e eventapi-core -e eventapi-cuda -e eventapi-hip
 	touch $@
 
-emulated: $(EMU_LIBS)
+# The NVTX injection library that records ranges sits beside the emulated drivers.
+NVTX_RECORDER := $(EMU)/libnvtx_recorder.so
+
+emulated: $(EMU_LIBS) $(NVTX_RECORDER)
+
+$(NVTX_RECORDER): tests/nvtx/nvtx_recorder.c
+	@mkdir -p $(EMU)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -shared -fPIC -pthread -o $@ tests/nvtx/nvtx_recorder.c
 
 $(EMU)/libcuda.so.1: tests/emulated/emu_cuda.c $(EMU_CORE)
 	@mkdir -p $(EMU)

@@ -103,8 +103,8 @@ def test_the_trace_is_chrome_trace_event_json(tmp_path: Path) -> None:
     events = document["traceEvents"]
     spans = [e for e in events if e["ph"] == "X"]
     assert [e["name"] for e in spans] == ["known delays"] + ["host sleep 20 ms"] * 3
-    names = {(e["name"], e["args"]["name"]) for e in events if e["ph"] == "M"}
-    assert ("process_name", "host") in names
+    tracks = [e["args"] for e in events if e["name"] == "thread_name"]
+    assert [track["backend"] for track in tracks] == ["host"]
     parent, *children = spans
     for child in children:
         assert (child["pid"], child["tid"]) == (parent["pid"], parent["tid"])

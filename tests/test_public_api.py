@@ -45,6 +45,7 @@ PUBLIC = {
     "hookimpl",
     "hookspec",
     "PLUGIN_API",
+    "bench",
 }
 
 

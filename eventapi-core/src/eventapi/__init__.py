@@ -9,6 +9,7 @@ plugin; :func:`backend` does, on first use.
 from __future__ import annotations
 
 from ._anchor import Anchor
+from ._bench import bench
 from ._discovery import backends
 from ._errors import (
     BackendError,
@@ -50,6 +51,7 @@ __all__ = [
     "Window",
     "backend",
     "backends",
+    "bench",
     "hookimpl",
     "hookspec",
 ]

@@ -3,8 +3,9 @@
 ``eventapi backends [--json]`` prints the discovery table (with the install hints where
 installing is the fix, and what ``eventapi.backend()`` would select, or the error it would
 raise); ``eventapi check [NAME ...] [--json] [--trace FILE]`` exercises backends on this
-machine. Exit status: 0 on success, 1 when a check fails or the default selection would fail,
-2 for a usage error.
+machine; ``eventapi trace merge FILE ... -o OUT`` and ``eventapi trace report FILE -o OUT``
+work on traces (:mod:`eventapi.trace`). Exit status: 0 on success, 1 when a check fails or
+the default selection would fail, 2 for a usage error.
 
 While ``eventapi backends`` runs plugin code (imports, hooks, probes), what that code prints,
 through ``sys.stdout`` or straight to file descriptor 1, goes to stderr: stdout carries the
@@ -69,6 +70,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("--trace", metavar="FILE", help="also write a trace of the run to FILE")
+
+    trace = commands.add_parser(
+        "trace",
+        help="merge traces onto one time axis, or turn one into an HTML report",
+        description="Work on Chrome Trace Event files written by eventapi.",
+    )
+    actions = trace.add_subparsers(dest="action", required=True, metavar="ACTION")
+    merge = actions.add_parser(
+        "merge",
+        help="put traces of many processes and hosts on one time axis",
+        description="Merge traces into one: processes of one host exactly, several hosts "
+        "through their wall clocks.",
+    )
+    merge.add_argument("files", nargs="+", metavar="FILE", help="traces to merge")
+    merge.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged trace")
+    page = actions.add_parser(
+        "report",
+        help="write a self-contained HTML page: timeline and per-name statistics",
+        description="Write one HTML file that loads nothing from the network: a timeline "
+        "per process and stream, and count, total, min, median, p90, p99, max per name.",
+    )
+    page.add_argument("file", metavar="FILE", help="the trace to report on")
+    page.add_argument("-o", "--output", required=True, metavar="OUT", help="the HTML file")
     return parser
 
 
@@ -197,13 +221,31 @@ def _check(names: list[str], as_json: bool, trace: str | None) -> int:
     return run_check(names, as_json=as_json, trace=trace)
 
 
+def _trace(args: argparse.Namespace) -> int:
+    # Imported here: the trace machinery costs nothing to the other commands.
+    from . import trace
+
+    try:
+        if args.action == "merge":
+            trace.merge(args.files, args.output)
+        else:
+            trace.write_report(args.file, args.output)
+    except (OSError, ValueError) as exc:
+        print(f"eventapi trace {args.action}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "backends":
-            return _backends(args.json)
-        return _check(list(args.names), args.json, args.trace)
+            status = _backends(args.json)
+        elif args.command == "check":
+            status = _check(list(args.names), args.json, args.trace)
+        else:
+            status = _trace(args)
     except EventApiError as exc:
         print(f"eventapi: error: {exc}", file=sys.stderr)
         return 1
@@ -216,3 +258,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `eventapi backends | head`: the reader left; that is not a failure of ours.
         sys.stderr.close()
         return 0
+    return status

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from typing import Any, Final, Generic, TypeVar, cast, final
 from ._anchor import ANCHOR_SAMPLES, RATE_HISTORY, Anchor, Earlier, Placement, sample_anchor
 from ._capabilities import capabilities_of
 from ._errors import EventStateError
+from ._nvtx import NvtxRanges, ranges_for
 from ._pool import EventPool
 from ._protocol import EventApi, SupportsCaptureCheck
 from ._single_owner import SingleOwner
@@ -248,6 +250,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_earlier",
         "_label",
         "_max_names",
+        "_nvtx",
         "_open",
         "_owns_stream",
         "_pending",
@@ -297,6 +300,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
         self._seq = 0
         self._skipped = 0
+        # Decided once: None unless NVTX ranges are on (cuda, with the nvtx package).
+        self._nvtx: NvtxRanges | None = ranges_for(api.BACKEND)
         self._label = label if label is not None else f"{api.BACKEND}:{next(_labels)}"
         self._capture: SupportsCaptureCheck[S] | None = (
             cast("SupportsCaptureCheck[S]", api) if capture else None
@@ -366,6 +371,17 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         assert self._anchor is not None
         return self._anchor
 
+    def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+        """Write the spans this profiler retains (:attr:`spans`) to ``path`` as a Chrome trace.
+
+        The same as ``eventapi.trace.export_chrome_trace(path, self)``: Trace Event JSON that
+        Perfetto and ``chrome://tracing`` open. Does not collect; raises :class:`OSError` when
+        ``path`` cannot be written.
+        """
+        from .trace import export_chrome_trace  # the trace machinery is loaded on first use
+
+        export_chrome_trace(path, self)
+
     # -- windows ---------------------------------------------------------------------------------
 
     def window(self, name: str) -> Window[E]:
@@ -392,6 +408,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         event = self._record()
         window: Window[E] = Window(self, name, depth, self._seq, event)
         self._open.append(window)
+        if self._nvtx is not None:
+            self._nvtx.start(name)
         return window
 
     def _stop(self, window: Window[E]) -> None:
@@ -417,6 +435,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         if self._capturing():
             # The capture began while the window was open: its end cannot be recorded.
             self._open.pop()
+            if self._nvtx is not None:
+                self._nvtx.end()
             self._discard(window)
             self._skipped += 1
             return
@@ -426,9 +446,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             # A window without an end can never be read; dropping it keeps the windows
             # around it stoppable.
             self._open.pop()
+            if self._nvtx is not None:
+                self._nvtx.end()
             self._discard(window)
             raise
         self._open.pop()
+        if self._nvtx is not None:
+            self._nvtx.end()
         window._state = _CLOSED
         self._pending.append(window)
 
@@ -438,6 +462,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         index = self._open.index(window)
         above = self._open[index + 1 :]
         del self._open[index + 1 :]
+        if self._nvtx is not None:
+            self._nvtx.end(len(above))
         for inner in above:
             self._discard(inner)
         if above:
@@ -697,6 +723,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         events.clear()
 
     def _release_everything(self) -> None:
+        if self._nvtx is not None:
+            self._nvtx.end_all()
         for window in (*self._open, *self._pending):
             self._discard(window)
         self._open.clear()

@@ -19,44 +19,23 @@ __all__ = ["report", "write_trace"]
 
 
 def write_trace(reports: Sequence[BackendReport], path: str) -> None:
-    """Write every report's spans to ``path`` as Chrome trace-event JSON.
+    """Write every report's spans to ``path`` as Chrome trace-event JSON (:mod:`eventapi.trace`).
 
-    One process per backend, one thread per stream label; each span is a complete (``"X"``)
-    event whose ``ts`` and ``dur`` are microseconds on the host clock
-    (:func:`time.perf_counter_ns` / 1000), so it opens in ``chrome://tracing`` and Perfetto.
+    This process's track, one thread track per backend and stream label; each span a complete
+    (``"X"``) event on the host clock, so it opens in ``chrome://tracing`` and Perfetto and
+    merges with other traces (``eventapi trace merge``).
     """
-    events: list[dict[str, object]] = []
-    for pid, rep in enumerate(reports, start=1):
-        events.append(
-            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": rep.backend}}
-        )
-        tids: dict[str, int] = {}
-        for span in rep.spans:
-            if span.stream not in tids:
-                tids[span.stream] = tid = len(tids) + 1
-                events.append(
-                    {
-                        "name": "thread_name",
-                        "ph": "M",
-                        "pid": pid,
-                        "tid": tid,
-                        "args": {"name": span.stream},
-                    }
-                )
-            events.append(
-                {
-                    "name": span.name,
-                    "ph": "X",
-                    "pid": pid,
-                    "tid": tids[span.stream],
-                    "ts": span.start_ns / 1e3,
-                    "dur": span.duration_ns / 1e3,
-                    "args": {"duration_ns": span.duration_ns, "depth": span.depth},
-                }
-            )
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file, indent=1)
-        file.write("\n")
+    from ._trace_format import TraceFile, Track, process_info
+
+    trace = TraceFile(path, process_info())
+    try:
+        for rep in reports:
+            backend, _, device = rep.backend.partition(":")
+            for label in dict.fromkeys(span.stream for span in rep.spans):
+                track = Track(backend, int(device) if device.isdigit() else None, label)
+                trace.add(track, [span for span in rep.spans if span.stream == label])
+    finally:
+        trace.close()
 
 
 def report(

@@ -1,0 +1,89 @@
+"""NVTX ranges for profiling windows on ``cuda``, so Nsight Systems shows them on its timeline.
+
+When the ``nvtx`` package is installed, an :class:`~eventapi.EventProfiler` on a ``cuda``
+backend also opens an NVTX start/end range in the domain ``"eventapi"`` for each window it
+records, named as the window, from the window's start to its stop (start/end ranges, not
+push/pop: a range is not tied to the thread that opened it, and Nsight draws ranges that
+contain one another nested, as the windows are). The range marks when the host *enqueued* the
+window; the window's device time is the profiler's to read.
+
+The decision is taken once, when a profiler is created: without the package, on another
+backend, or with ``NVTX_DISABLE`` set, the profiler holds ``None`` and a window pays one
+``is None`` test. Nothing here imports ``nvtx`` before a ``cuda`` profiler is created.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+from typing import Any, Final, final
+
+__all__ = ["DOMAIN", "NvtxRanges", "ranges_for"]
+
+_log = logging.getLogger("eventapi")
+
+DOMAIN: Final = "eventapi"
+"""The NVTX domain of the windows' ranges (Nsight Systems groups ranges by domain)."""
+
+_ATTRIBUTE_CACHE: Final = 1024
+"""Window names whose NVTX attributes are kept: a program uses a handful; a name built per
+iteration (an f-string with a step number) must not grow the cache without bound."""
+
+
+@functools.cache
+def _domain() -> Any:
+    try:
+        # Through importlib: the package ships partial type information, and the profiler
+        # uses only three calls of it.
+        nvtx: Any = importlib.import_module("nvtx")
+    except ImportError:
+        return None
+    try:
+        if not nvtx.enabled():  # NVTX_DISABLE is set
+            return None
+        return nvtx.get_domain(DOMAIN)
+    except Exception:  # a broken install must not stop profiling: windows work without it
+        _log.warning("nvtx is installed but unusable; windows get no NVTX ranges", exc_info=True)
+        return None
+
+
+def ranges_for(backend: str) -> NvtxRanges | None:
+    """The NVTX ranges for a profiler on ``backend``; None when they are off (see the module)."""
+    if backend != "cuda":
+        return None
+    domain = _domain()
+    return None if domain is None else NvtxRanges(domain)
+
+
+@final
+class NvtxRanges:
+    """One profiler's open NVTX ranges: a stack, as its windows nest.
+
+    Used from the profiler's own thread, as the profiler is.
+    """
+
+    __slots__ = ("_attributes", "_domain", "_open")
+
+    def __init__(self, domain: Any) -> None:
+        self._domain = domain
+        self._open: list[int] = []
+        self._attributes: dict[str, Any] = {}
+
+    def start(self, name: str) -> None:
+        """Open a range named ``name``, inside those still open."""
+        attributes = self._attributes.get(name)
+        if attributes is None:
+            if len(self._attributes) >= _ATTRIBUTE_CACHE:
+                self._attributes.clear()
+            attributes = self._attributes[name] = self._domain.get_event_attributes(message=name)
+        self._open.append(self._domain.start_range(attributes))
+
+    def end(self, count: int = 1) -> None:
+        """End the ``count`` innermost open ranges, innermost first."""
+        for _ in range(min(count, len(self._open))):
+            self._domain.end_range(self._open.pop())
+
+    def end_all(self) -> None:
+        """End every open range (the profiler closed with windows open)."""
+        self.end(len(self._open))

@@ -1,0 +1,312 @@
+"""Chrome Trace Event JSON for eventapi spans: the document's shape, written in one pass.
+
+A trace is the JSON object format of the Trace Event format (what Perfetto and
+``chrome://tracing`` open)::
+
+    {"otherData": {"eventapi": {...the clock and the process...}},
+     "displayTimeUnit": "ns",
+     "traceEvents": [ metadata events, then one complete ("X") event per span ]}
+
+``otherData`` comes first so that a trace written as spans arrive (:class:`TraceFile`) needs
+nothing rewritten at the end. Times: ``ts`` and ``dur`` are microseconds (the format's unit),
+written with three decimals so nothing below the nanosecond is lost. In the trace of one
+process ``ts`` is :func:`time.perf_counter_ns` / 1000 (Linux's ``CLOCK_MONOTONIC``, shared by
+every process of one boot); the ``clock`` object in ``otherData`` says so, and carries what a
+merge needs to put the trace on another host's axis (:mod:`eventapi._trace_merge`).
+
+One process track (``pid``) per process, one thread track (``tid``) per stream, named
+``"<backend>:<device> <label>"``. Windows nest on their track as their ``depth`` says: a child
+placed a nanosecond past its parent's end by rounding is clamped into the parent, because
+viewers draw a slice that overlaps its parent's end as a separate, broken stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import IO, Any, Final, final
+
+from ._profiler import Span
+
+__all__ = [
+    "FORMAT",
+    "Clock",
+    "TraceFile",
+    "Track",
+    "host_clock",
+    "process_info",
+    "read_trace",
+    "span_event",
+]
+
+FORMAT: Final = 1
+"""Version of the ``otherData.eventapi`` object; a reader refuses a newer major."""
+
+_OFFSET_SAMPLES: Final = 7
+"""Bracketed reads of the wall clock. Each costs well under a microsecond; the tightest wins."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """What a trace's times are, and where they lie on the wall clock.
+
+    ``kind`` is ``"monotonic"`` (``ts`` is :func:`time.perf_counter_ns` / 1000 on the host
+    whose boot is ``boot_id``) or ``"wall"`` (``ts`` is :func:`time.time_ns` / 1000 minus
+    ``base_ns`` / 1000: a merge of several hosts). ``wall_offset_ns`` is
+    ``time.time_ns() - time.perf_counter_ns()`` on that host, measured within
+    ``wall_offset_uncertainty_ns``; for a ``"wall"`` trace it is ``base_ns``, exactly.
+    """
+
+    kind: str
+    boot_id: str
+    wall_offset_ns: int
+    wall_offset_uncertainty_ns: int
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "boot_id": self.boot_id,
+            "wall_offset_ns": self.wall_offset_ns,
+            "wall_offset_uncertainty_ns": self.wall_offset_uncertainty_ns,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Clock:
+        return cls(
+            kind=str(data["kind"]),
+            boot_id=str(data.get("boot_id", "")),
+            wall_offset_ns=int(data["wall_offset_ns"]),
+            wall_offset_uncertainty_ns=int(data.get("wall_offset_uncertainty_ns", 0)),
+        )
+
+
+def _boot_id() -> str:
+    # Processes of one boot share CLOCK_MONOTONIC (perf_counter), so their traces merge exactly.
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+            return file.read().strip()
+    except OSError:
+        return f"{socket.gethostname()}:unknown-boot"
+
+
+def host_clock() -> Clock:
+    """This host's monotonic clock and its wall-clock offset, measured now.
+
+    The offset is read between two reads of :func:`time.perf_counter_ns`, several times; the
+    tightest bracket wins (as the anchor's samples do) and half of it is the uncertainty.
+    Linux slews ``CLOCK_MONOTONIC`` and ``CLOCK_REALTIME`` alike, so the offset changes only
+    when the wall clock is stepped (by an administrator, or NTP correcting a large error).
+    """
+    best: tuple[int, int] | None = None
+    for _ in range(_OFFSET_SAMPLES):
+        before = time.perf_counter_ns()
+        wall = time.time_ns()
+        after = time.perf_counter_ns()
+        width = after - before
+        if best is None or width < best[1]:
+            best = (wall - (before + after) // 2, width)
+    assert best is not None
+    offset, width = best
+    return Clock("monotonic", _boot_id(), offset, (width + 1) // 2 + 1)
+
+
+def process_info() -> dict[str, object]:
+    """The ``otherData.eventapi`` object of a trace written by this process, clock measured now."""
+    from . import __version__
+
+    return {
+        "format": FORMAT,
+        "eventapi": __version__,
+        "python": sys.version.split()[0],
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "clock": host_clock().as_json(),
+    }
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Track:
+    """One stream's track: the backend and device it is on, and the profiler's label."""
+
+    backend: str
+    device: int | None
+    label: str
+
+    @property
+    def title(self) -> str:
+        where = self.backend if self.device is None else f"{self.backend}:{self.device}"
+        return f"{where} {self.label}"
+
+
+def _us(ns: int) -> float:
+    # Three decimals: ns / 1000 is correctly rounded, and repr() prints the shortest form that
+    # reads back to the same float, so whole nanoseconds survive the round trip.
+    return ns / 1000
+
+
+def span_event(span: Span, pid: int, tid: int, start_ns: int, end_ns: int) -> dict[str, object]:
+    """The complete ("X") event of ``span`` on ``(pid, tid)``, placed at ``start_ns..end_ns``."""
+    return {
+        "name": span.name,
+        "ph": "X",
+        "pid": pid,
+        "tid": tid,
+        "ts": _us(start_ns),
+        "dur": _us(end_ns - start_ns),
+        "args": {
+            "duration_ns": span.duration_ns,
+            "depth": span.depth,
+            "uncertainty_ns": span.uncertainty_ns,
+        },
+    }
+
+
+@final
+class TraceFile:
+    """A trace being written: header at open, one line per event, the tail at :meth:`close`.
+
+    Thread-safe: a lock serializes writes, so sinks of profilers on several threads may share
+    one file. Each span costs one small JSON line in a buffered file, nothing more is held but
+    the open windows' ends per track (for clamping). Raises :class:`OSError` from the file.
+    """
+
+    __slots__ = ("_closed", "_file", "_lock", "_nesting", "_pid", "_tracks")
+
+    def __init__(self, path: str | os.PathLike[str], process: dict[str, object]) -> None:
+        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()
+        self._tracks: dict[Track, int] = {}
+        self._nesting: dict[int, list[int]] = {}
+        self._closed = False
+        pid = process["pid"]
+        assert isinstance(pid, int)
+        self._pid = pid
+        header = {"otherData": {"eventapi": process}, "displayTimeUnit": "ns"}
+        # The object minus its closing brace, then the event array opened.
+        self._file.write(json.dumps(header)[:-1] + ',\n"traceEvents": [\n')
+        self._write(
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"name": f"{process['host']} pid {pid}"},
+            }
+        )
+
+    def _write(self, event: dict[str, object]) -> None:
+        self._file.write(json.dumps(event, separators=(",", ":")) + ",\n")
+
+    def track(self, track: Track, **extra: object) -> int:
+        """The ``tid`` of ``track``, announcing it (with ``extra`` in its args) on first use."""
+        with self._lock:
+            return self._track(track, extra)
+
+    def _track(self, track: Track, extra: dict[str, object]) -> int:
+        tid = self._tracks.get(track)
+        if tid is None:
+            tid = self._tracks[track] = len(self._tracks) + 1
+            self._nesting[tid] = []
+            args: dict[str, object] = {
+                "name": track.title,
+                "backend": track.backend,
+                "device": track.device,
+                "stream": track.label,
+                **extra,
+            }
+            self._write(
+                {"name": "thread_name", "ph": "M", "pid": self._pid, "tid": tid, "args": args}
+            )
+            self._write(
+                {
+                    "name": "thread_sort_index",
+                    "ph": "M",
+                    "pid": self._pid,
+                    "tid": tid,
+                    "args": {"sort_index": tid},
+                }
+            )
+        return tid
+
+    def add(self, track: Track, spans: Iterable[Span]) -> None:
+        """Write ``spans`` (in the order their windows opened) on ``track``."""
+        with self._lock:
+            if self._closed:
+                raise ValueError("this trace was closed; write spans before closing it")
+            tid = self._track(track, {})
+            ends = self._nesting[tid]
+            for span in spans:
+                start_ns, end_ns = span.start_ns, max(span.end_ns, span.start_ns)
+                del ends[span.depth :]
+                if ends:
+                    # Within the parent: rounding must not break the stack viewers draw.
+                    parent_end = ends[-1]
+                    start_ns = min(start_ns, parent_end)
+                    end_ns = min(end_ns, parent_end)
+                ends.append(end_ns)
+                self._write(span_event(span, self._pid, tid, start_ns, end_ns))
+
+    def flush(self) -> None:
+        with self._lock:
+            self._file.flush()
+
+    def close(self) -> None:
+        """Finish the JSON document and close the file. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                # A closing metadata event, so the array never ends in a trailing comma.
+                self._file.write(
+                    json.dumps(
+                        {
+                            "name": "trace_end",
+                            "ph": "M",
+                            "pid": self._pid,
+                            "tid": 0,
+                            "args": {"wall_clock": host_clock().as_json()},
+                        },
+                        separators=(",", ":"),
+                    )
+                    + "\n]}\n"
+                )
+            finally:
+                self._file.close()
+
+
+def read_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a trace file; one cut short (its process died while writing) is completed.
+
+    Raises :class:`ValueError` when the file is not a Trace Event JSON document.
+    """
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        # A trace written as spans arrived ends after a complete line when its process died:
+        # drop a partial last line and close the array and the object.
+        body = text[: text.rfind(",\n") + 1].rstrip(",\n") if ",\n" in text else text
+        try:
+            document = json.loads(body + "\n]}")
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"{os.fspath(path)} is not a Trace Event JSON file ({exc}); pass traces "
+                "written by eventapi or another Chrome trace exporter"
+            ) from None
+    if isinstance(document, list):  # the format's bare array form
+        document = {"traceEvents": document}
+    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+        raise ValueError(
+            f"{os.fspath(path)} has no traceEvents list; pass a Chrome Trace Event JSON file"
+        )
+    return document

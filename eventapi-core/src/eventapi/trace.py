@@ -1,0 +1,230 @@
+"""Traces of profiling windows: Chrome Trace Event JSON that Perfetto and ``chrome://tracing`` open.
+
+* :func:`export_chrome_trace` writes the spans that profilers still hold (each keeps its last
+  ``max_spans``), one track per stream, in one file.
+* :class:`TraceWriter` writes every span as it is collected, through a profiler's ``sink``: a
+  long job gets a complete trace in bounded memory.
+* :func:`merge` puts the traces of many processes, and many hosts, on one time axis;
+  :func:`write_report` turns a trace into one self-contained HTML page.
+* :func:`gather_chrome_trace` does the same across the ranks of a ``torch.distributed`` job.
+
+Each trace says what its clock is: the host's ``time.perf_counter_ns()`` (shared by every
+process of one boot of one host) and that clock's offset to the wall clock, measured when the
+trace is written. See ``docs/traces.md`` for the format and the error bounds of a merge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from ._profiler import EventProfiler, Span
+from ._trace_format import TraceFile, Track, process_info, read_trace
+from ._trace_merge import merge_documents
+
+if TYPE_CHECKING:
+    from ._protocol import EventApi
+
+__all__ = ["TraceWriter", "export_chrome_trace", "gather_chrome_trace", "merge", "write_report"]
+
+PathLike = str | os.PathLike[str]
+
+
+def _track(api: EventApi[Any, Any], label: str) -> Track:
+    device = getattr(api, "device", None)
+    return Track(api.BACKEND, device if isinstance(device, int) else None, label)
+
+
+def export_chrome_trace(path: PathLike, *profilers: EventProfiler[Any, Any]) -> None:
+    """Write the spans ``profilers`` retain (:attr:`EventProfiler.spans`) to ``path``.
+
+    One process track for this process, one track per profiler's stream, named by backend,
+    device and label; nested windows as nested slices. The metadata carries each profiler's
+    latest anchor uncertainty and how many spans it dropped (``dropped_spans``): spans a
+    profiler no longer holds are not in the file (use a :class:`TraceWriter` as its ``sink``
+    for all of them). Does not collect: call :meth:`EventProfiler.collect` first for windows
+    stopped since. Raises :class:`OSError` when ``path`` cannot be written.
+    """
+    trace = TraceFile(path, process_info())
+    try:
+        for profiler in profilers:
+            spans = profiler.spans
+            track = _track(profiler.api, profiler.label)
+            # A profiler that holds spans has an anchor; reading it then takes none.
+            uncertainty = profiler.anchor.uncertainty_ns if spans else None
+            trace.track(
+                track,
+                anchor_uncertainty_ns=uncertainty,
+                dropped_spans=profiler.dropped_spans,
+            )
+            trace.add(track, spans)
+    finally:
+        trace.close()
+
+
+@final
+class TraceWriter:
+    """A trace file written span by span, for profilers' ``sink``.
+
+    ::
+
+        with eventapi.trace.TraceWriter("run.json") as trace:
+            prof = eventapi.EventProfiler(api, sink=trace.sink(api))
+            ...                       # every collect() appends its spans to run.json
+            prof.close()
+
+    The file is valid JSON once :meth:`close` ran; a file cut short (the process died) is
+    still read by :func:`merge` and :func:`write_report`, up to its last whole span. Memory
+    stays bounded: nothing but the file's buffer and each track's open nesting is held.
+    Several profilers, on several threads, may share one writer. Raises :class:`OSError` when
+    ``path`` cannot be written, at construction or from the ``collect()`` that writes.
+    """
+
+    __slots__ = ("_trace",)
+
+    def __init__(self, path: PathLike) -> None:
+        self._trace = TraceFile(path, process_info())
+
+    def sink(self, api: EventApi[Any, Any]) -> Callable[[Span], None]:
+        """A ``sink`` for an :class:`~eventapi.EventProfiler` on ``api``.
+
+        Each span goes on the track of its stream (``Span.stream``, the profiler's label) of
+        ``api``'s backend and device. Raises :class:`ValueError` when called after :meth:`close`.
+        """
+        trace = self._trace
+        backend = api.BACKEND
+        device = getattr(api, "device", None)
+        device = device if isinstance(device, int) else None
+        tracks: dict[str, Track] = {}
+
+        def write(span: Span) -> None:
+            track = tracks.get(span.stream)
+            if track is None:
+                track = tracks[span.stream] = Track(backend, device, span.stream)
+            trace.add(track, (span,))
+
+        return write
+
+    def flush(self) -> None:
+        """Push what was written so far to the operating system."""
+        self._trace.flush()
+
+    def close(self) -> None:
+        """Finish the file (idempotent); spans given to a sink afterwards raise ValueError."""
+        self._trace.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def merge(paths: Sequence[PathLike], out: PathLike) -> None:
+    """Write one trace to ``out`` holding every trace in ``paths`` on one time axis.
+
+    Traces of one host's processes keep their times exactly; traces of several hosts are
+    placed through each host's wall clock (see ``docs/traces.md`` for the error). Raises
+    :class:`ValueError` for a file that is not a trace written by eventapi, :class:`OSError`
+    when a file cannot be read or written.
+    """
+    documents = [read_trace(path) for path in paths]
+    merged = merge_documents(documents, [os.fspath(path) for path in paths])
+    _dump(merged, out)
+
+
+def write_report(path: PathLike, out: PathLike) -> None:
+    """Write one self-contained HTML page for the trace at ``path``: a timeline and statistics.
+
+    The page loads nothing from the network. Raises :class:`ValueError` for a file that is
+    not a Trace Event JSON document, :class:`OSError` when a file cannot be read or written.
+    """
+    from ._trace_report import render
+
+    document = read_trace(path)
+    html = render(document, title=os.path.basename(os.fspath(path)))
+    with open(out, "w", encoding="utf-8") as file:
+        file.write(html)
+
+
+def gather_chrome_trace(
+    path: PathLike, *profilers: EventProfiler[Any, Any], group: Any = None, dst: int = 0
+) -> None:
+    """Gather every rank's spans through ``torch.distributed``; rank ``dst`` writes the merge.
+
+    Every rank of ``group`` (default: the whole job) must call it, as with any collective; each
+    contributes the spans its ``profilers`` retain, with its own clock, and rank ``dst`` (a
+    global rank)
+    writes one trace to ``path`` with one process track per rank, placed as :func:`merge`
+    places files. The other ranks write nothing. Blocks until every rank has called it.
+
+    Raises :class:`RuntimeError` when ``torch.distributed`` is not installed or not
+    initialised: without torch, write one file per process with :func:`export_chrome_trace`
+    and merge them with :func:`merge` (``eventapi trace merge``).
+    """
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        raise RuntimeError(
+            "gather_chrome_trace needs torch.distributed; without it, write one trace per "
+            "process with eventapi.trace.export_chrome_trace and merge them with "
+            "`eventapi trace merge`"
+        ) from None
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(
+            "torch.distributed is not initialised; call torch.distributed.init_process_group "
+            "first, or write one trace per process and merge the files"
+        )
+    import tempfile
+
+    # The local trace, built exactly as a file would be, travels as text.
+    with tempfile.TemporaryDirectory() as scratch:
+        local = os.path.join(scratch, "rank.json")
+        export_chrome_trace(local, *profilers)
+        document = read_trace(local)
+    documents = _gather_bytes(json.dumps(document).encode(), group, dst)
+    if documents is None:
+        return
+    gathered = [json.loads(raw) for raw in documents]
+    merged = merge_documents(gathered, [f"rank {i}" for i in range(len(gathered))])
+    _dump(merged, path)
+
+
+def _gather_bytes(payload: bytes, group: Any, dst: int) -> list[bytes] | None:
+    """Every rank's ``payload`` at rank ``dst`` (None elsewhere), through tensors.
+
+    Not ``gather_object``: it needs NumPy, which a CPU-only torch does not pull in. Tensors
+    live where the group's backend moves them (a CUDA device for NCCL, else the CPU).
+    """
+    import torch
+    import torch.distributed as dist
+
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend(group) == "nccl"
+        else torch.device("cpu")
+    )
+    world = dist.get_world_size(group)
+    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size, group=group)
+    lengths = [int(s.item()) for s in sizes]
+    buffer = torch.zeros(max(lengths), dtype=torch.uint8, device=device)
+    buffer[: len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    mine = dist.get_rank() == dst
+    received = [torch.empty_like(buffer) for _ in range(world)] if mine else None
+    dist.gather(buffer, received, dst=dst, group=group)
+    if received is None:
+        return None
+    return [
+        bytes(tensor[:length].cpu().tolist())
+        for tensor, length in zip(received, lengths, strict=True)
+    ]
+
+
+def _dump(document: dict[str, Any], out: PathLike) -> None:
+    with open(out, "w", encoding="utf-8") as file:
+        json.dump(document, file, separators=(",", ":"))
+        file.write("\n")

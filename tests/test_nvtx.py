@@ -1,0 +1,134 @@
+"""NVTX: windows on cuda reach an NVTX tool as ranges, named and nested as the windows are.
+
+No GPU and no Nsight: the tool is ``build/emulated/libnvtx_recorder.so`` (built from
+``tests/nvtx/``), loaded by NVTX itself through ``NVTX_INJECTION64_PATH`` as Nsight's is, and
+recording every range it receives. Each case runs in a fresh process (NVTX loads its tool once
+per process) on the emulated CUDA driver; skipped without the ``nvtx`` package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from emulated_driver import REPO_ROOT, build, preload_env
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("nvtx") is None,
+    reason="the nvtx package is not installed (pip install nvtx)",
+)
+
+RECORDER = REPO_ROOT / "build" / "emulated" / "libnvtx_recorder.so"
+
+# What the child runs before the case: the recorder opened (the same handle NVTX holds), and
+# a function that returns what it received.
+PRELUDE = f"""
+import ctypes, json, sys
+import eventapi
+recorder = ctypes.CDLL({str(RECORDER)!r})
+recorder.nvtx_recorder_line.restype = ctypes.c_char_p
+def received():
+    return [recorder.nvtx_recorder_line(i).decode() for i in range(recorder.nvtx_recorder_count())]
+"""
+
+
+def run(case: str) -> list[str]:
+    """Run ``case`` after the prelude in a fresh process on emulated cuda; its printed lines."""
+    build()
+    env = preload_env("cuda")
+    env["NVTX_INJECTION64_PATH"] = str(RECORDER)
+    env.pop("NVTX_DISABLE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(case)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: list[str] = json.loads(done.stdout)
+    return result
+
+
+def tree(lines: list[str]) -> list[tuple[str, int]]:
+    """(name, depth) of each range in start order, rebuilt from the starts and ends received.
+
+    Fails when an end does not close the innermost open range: the ranges did not nest.
+    """
+    names: dict[str, str] = {}
+    open_ids: list[str] = []
+    out: list[tuple[str, int]] = []
+    for line in lines:
+        kind, range_id, *rest = line.split(" ", 3)
+        if kind == "start":
+            domain, name = rest
+            assert domain == "eventapi"
+            names[range_id] = name
+            out.append((name, len(open_ids)))
+            open_ids.append(range_id)
+        else:
+            assert open_ids, f"{line} ends a range never started"
+            assert open_ids[-1] == range_id, f"{line} does not end the innermost"
+            open_ids.pop()
+    assert not open_ids, "ranges left open"
+    return out
+
+
+def test_windows_on_cuda_are_nvtx_ranges_nested_as_the_windows() -> None:
+    lines = run(
+        """
+        with eventapi.EventProfiler(eventapi.backend("cuda")) as prof:
+            with prof.window("step"):
+                with prof.window("forward"):
+                    pass
+                w = prof.start("backward")
+                with prof.window("grad"):
+                    pass
+                w.stop()
+            try:
+                with prof.window("failing"):
+                    prof.start("left open")  # abandoned when the block raises
+                    raise RuntimeError
+            except RuntimeError:
+                pass
+            prof.start("open at close")
+        print(json.dumps(received()))
+        """
+    )
+    assert tree(lines) == [
+        ("step", 0),
+        ("forward", 1),
+        ("backward", 1),
+        ("grad", 2),
+        ("failing", 0),
+        ("left open", 1),
+        ("open at close", 0),
+    ]
+
+
+def test_no_ranges_on_another_backend_or_without_the_package() -> None:
+    on_host = run(
+        """
+        with eventapi.EventProfiler(eventapi.backend("host")) as prof:
+            with prof.window("w"):
+                pass
+        print(json.dumps(received()))
+        """
+    )
+    assert on_host == []
+    without_package = run(
+        """
+        sys.modules["nvtx"] = None  # as if not installed: importing it raises ImportError
+        with eventapi.EventProfiler(eventapi.backend("cuda")) as prof:
+            with prof.window("w"):
+                pass
+            spans = prof.collect()
+        print(json.dumps(received() + [s.name for s in spans]))
+        """
+    )
+    assert without_package == ["w"]

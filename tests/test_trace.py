@@ -1,0 +1,229 @@
+"""Traces: what export_chrome_trace and TraceWriter write, checked against the format."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from emulated_driver import REPO_ROOT, build, preload_env
+
+import eventapi
+from eventapi.host import HostBackend
+from eventapi.trace import TraceWriter, export_chrome_trace
+
+# The metadata event names the Trace Event format defines (viewers ignore others).
+METADATA = {"process_name", "process_sort_index", "thread_name", "thread_sort_index", "trace_end"}
+
+
+def valid_trace(path: Path) -> dict[str, Any]:
+    """Load ``path`` and check it is Trace Event JSON a viewer draws as written; return it.
+
+    The object form (``traceEvents``), each event with the fields its phase requires, and on
+    each (pid, tid) track the complete events nest: two slices either do not overlap or one
+    holds the other, which is how Perfetto stacks them.
+    """
+    document: dict[str, Any] = json.loads(path.read_text())
+    assert isinstance(document["traceEvents"], list)
+    assert document["displayTimeUnit"] in ("ms", "ns")
+    tracks: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for event in document["traceEvents"]:
+        assert isinstance(event["name"], str)
+        assert isinstance(event["pid"], int)
+        assert isinstance(event["tid"], int)
+        if event["ph"] == "M":
+            assert event["name"] in METADATA
+            assert isinstance(event["args"], dict)
+            continue
+        assert event["ph"] == "X"
+        assert isinstance(event["ts"], float | int)
+        assert isinstance(event["dur"], float | int)
+        assert event["dur"] >= 0
+        tracks.setdefault((event["pid"], event["tid"]), []).append(
+            (event["ts"], event["ts"] + event["dur"])
+        )
+    for slices in tracks.values():
+        open_ends: list[float] = []
+        for start, end in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1] <= start:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1], "slices overlap without nesting"
+            open_ends.append(end)
+    return document
+
+
+def slices(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in document["traceEvents"] if e["ph"] == "X"]
+
+
+def track_names(document: dict[str, Any]) -> dict[int, str]:
+    return {
+        e["tid"]: e["args"]["name"] for e in document["traceEvents"] if e["name"] == "thread_name"
+    }
+
+
+def test_export_writes_nested_windows_of_two_streams_on_their_own_tracks(
+    host: HostBackend, tmp_path: Path
+) -> None:
+    with (
+        eventapi.EventProfiler(host, label="compute") as compute,
+        eventapi.EventProfiler(host, label="copy") as copy,
+    ):
+        with compute.window("step"):
+            with compute.window("forward"):
+                pass
+            with compute.window("backward"):
+                pass
+        with copy.window("upload"):
+            pass
+        spans = compute.collect() + copy.collect()
+        path = tmp_path / "trace.json"
+        export_chrome_trace(path, compute, copy)
+
+    document = valid_trace(path)
+    names = track_names(document)
+    assert sorted(names.values()) == ["host compute", "host copy"]
+    by_name = {e["name"]: e for e in slices(document)}
+    assert names[by_name["step"]["tid"]] == "host compute"
+    assert names[by_name["upload"]["tid"]] == "host copy"
+    step, forward = by_name["step"], by_name["forward"]
+    assert (forward["args"]["depth"], step["args"]["depth"]) == (1, 0)
+    assert step["ts"] <= forward["ts"]
+    assert forward["ts"] + forward["dur"] <= step["ts"] + step["dur"]
+    # The spans' own host times, in microseconds, and their bounds in the args.
+    for span in spans:
+        event = by_name[span.name]
+        assert event["ts"] == span.start_ns / 1000
+        assert event["args"]["duration_ns"] == span.duration_ns
+        assert event["args"]["uncertainty_ns"] == span.uncertainty_ns
+        assert event["pid"] == os.getpid()
+
+
+def test_the_metadata_says_what_clock_and_process_the_times_belong_to(
+    host: HostBackend, tmp_path: Path
+) -> None:
+    with eventapi.EventProfiler(host, label="s") as prof:
+        with prof.window("w"):
+            pass
+        prof.collect()
+        before = time.time_ns() - time.perf_counter_ns()
+        prof.export_chrome_trace(tmp_path / "t.json")
+        after = time.time_ns() - time.perf_counter_ns()
+        anchor = prof.anchor
+
+    info = valid_trace(tmp_path / "t.json")["otherData"]["eventapi"]
+    assert info["eventapi"] == eventapi.__version__
+    assert info["pid"] == os.getpid()
+    clock = info["clock"]
+    assert clock["kind"] == "monotonic"
+    # The offset lies between two cruder readings of it, within its stated bound (plus the
+    # microseconds the cruder readings themselves may be off by: each is two unbracketed reads).
+    slack = clock["wall_offset_uncertainty_ns"] + 1_000_000
+    assert min(before, after) - slack <= clock["wall_offset_ns"] <= max(before, after) + slack
+    (track,) = [
+        e["args"]
+        for e in valid_trace(tmp_path / "t.json")["traceEvents"]
+        if e["name"] == "thread_name"
+    ]
+    assert (track["backend"], track["device"], track["stream"]) == ("host", None, "s")
+    assert track["anchor_uncertainty_ns"] == anchor.uncertainty_ns
+    assert track["dropped_spans"] == 0
+
+
+def test_a_profiler_exports_only_the_spans_it_retains_and_says_how_many_it_dropped(
+    host: HostBackend, tmp_path: Path
+) -> None:
+    with eventapi.EventProfiler(host, max_spans=2) as prof:
+        for name in "abcd":
+            with prof.window(name):
+                pass
+        prof.collect()
+        prof.export_chrome_trace(tmp_path / "t.json")
+    document = valid_trace(tmp_path / "t.json")
+    assert [e["name"] for e in slices(document)] == ["c", "d"]
+    (track,) = [e["args"] for e in document["traceEvents"] if e["name"] == "thread_name"]
+    assert track["dropped_spans"] == 2
+
+
+def test_a_trace_writer_sink_gets_every_span_however_few_the_profiler_keeps(
+    host: HostBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "stream.json"
+    with TraceWriter(path) as trace:
+        with eventapi.EventProfiler(host, label="long", max_spans=1, sink=trace.sink(host)) as prof:
+            for i in range(5):
+                with prof.window(f"w{i}"), prof.window("inner"):
+                    pass
+                prof.collect()
+            with prof.window("at close"):
+                pass
+        assert len(prof.spans) == 1
+    document = valid_trace(path)
+    assert [e["name"] for e in slices(document)] == [
+        *(n for i in range(5) for n in (f"w{i}", "inner")),
+        "at close",
+    ]
+
+
+def test_a_trace_cut_short_is_read_up_to_its_last_whole_span(
+    host: HostBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "cut.json"
+    trace = TraceWriter(path)
+    with eventapi.EventProfiler(host, sink=trace.sink(host)) as prof:
+        for name in ("a", "b"):
+            with prof.window(name):
+                pass
+    trace.flush()
+    # As if the process died now: no tail, and half a line more.
+    with open(path, "a", encoding="utf-8") as file:
+        file.write('{"name":"c","ph":"X","pi')
+    from eventapi.trace import merge
+
+    merge([path], tmp_path / "whole.json")
+    assert [e["name"] for e in slices(valid_trace(tmp_path / "whole.json"))] == ["a", "b"]
+    trace.close()
+
+
+def test_a_closed_writer_refuses_more_spans(host: HostBackend, tmp_path: Path) -> None:
+    trace = TraceWriter(tmp_path / "t.json")
+    sink = trace.sink(host)
+    trace.close()
+    trace.close()  # idempotent
+    with eventapi.EventProfiler(host, sink=sink) as prof:
+        with prof.window("late"):
+            pass
+        with pytest.raises(ValueError, match="closed"):
+            prof.collect()
+
+
+@pytest.mark.parametrize("backend", ["host", "cuda"])
+def test_the_example_script_writes_a_trace_on_host_and_on_emulated_cuda(
+    backend: str, tmp_path: Path
+) -> None:
+    build()
+    out = tmp_path / "trace.json"
+    env = preload_env("cuda") if backend == "cuda" else dict(os.environ)
+    subprocess.run(
+        [sys.executable, str(REPO_ROOT / "examples" / "trace_windows.py"), backend, str(out)],
+        env=env,
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
+    document = valid_trace(out)
+    names = track_names(document)
+    device = "" if backend == "host" else ":0"
+    assert sorted(names.values()) == [f"{backend}{device} compute", f"{backend}{device} copy"]
+    events = slices(document)
+    assert [e["name"] for e in events if names[e["tid"]].endswith("compute")] == [
+        "step",
+        "forward",
+        "backward",
+    ] * 3
+    assert [e["args"]["depth"] for e in events if e["name"] == "forward"] == [1, 1, 1]
