@@ -16,9 +16,10 @@ the ratio measures what eventapi adds, not what it must do.
   ``EventFence.record(api, stream)``, ``wait()``, ``close()``.
 * window: check the stream, open and close a profiling window (two records into the stream),
   with the read-back amortized: every ``--batch`` windows one collect waits for the last one,
-  reads two elapsed times per window and takes the anchor (``ANCHOR_SAMPLES`` bracketed record-and-wait samples,
-  the same number in both variants). eventapi: ``with prof.window(...)`` and
-  ``prof.collect()``; the raw variant reuses its events from a pool, as the profiler does.
+  reads two elapsed times per window and takes the anchor (``ANCHOR_SAMPLES`` bracketed
+  record-and-wait samples, the same number in both variants). eventapi: ``with
+  prof.window(...)`` and ``prof.collect()``; the raw variant reuses its events from a pool, as
+  the profiler does.
 
 On the emulated drivers (``LD_PRELOAD=build/emulated/libcuda.so.1``) a driver call is a few
 hundred nanoseconds and a wait is a thread hand-off, so the ratio is an upper bound of what
