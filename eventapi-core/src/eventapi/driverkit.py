@@ -535,6 +535,54 @@ class DriverBackend(ABC, Generic[RE, RS]):
         finally:
             self._leave(handle)
 
+    def record_new_event(self, stream: Stream[RS] | object) -> Event[RE] | None:
+        """Create an event and record it into ``stream`` in one call: what a fence does.
+
+        The same as ``stream_is_capturing(stream)``, ``event_create()`` and
+        ``event_record(event, stream)`` (with every check they make), with the stream resolved
+        and held once. Returns None, creating nothing, when the object has the capture check
+        (``stream_is_capturing``, unless switched off for this object, as the core's
+        capability detection reads it) and ``stream`` is capturing a graph. A failed record
+        destroys the new event before its :class:`~eventapi.DriverError` is raised; a failure
+        of that destroy is logged.
+        """
+        handle = self._stream(stream, "record_new_event")
+        raw_stream = self._enter(handle, "record_new_event")
+        try:
+            check = getattr(self, "stream_is_capturing", None)
+            if callable(check):
+                # The raw call where the mixin gives one: the stream is held already.
+                raw_check = getattr(self, "_raw_stream_is_capturing", None)
+                if raw_check(raw_stream) if raw_check is not None else check(handle):
+                    return None
+            # Counted before the driver call and given its handle right after, as in
+            # event_create.
+            event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
+            self._open(event)
+            try:
+                event._raw = self._raw_event_create()
+            except BaseException:
+                self._forget(event)
+                raise
+            try:
+                self._raw_event_record(event._raw, raw_stream)
+            except BaseException:
+                try:
+                    self._close(event)
+                except Exception:
+                    _log.warning(
+                        "%s: destroying %r after its record failed did not succeed; the event "
+                        "is abandoned",
+                        self.BACKEND,
+                        event,
+                        exc_info=True,
+                    )
+                raise
+            event._recorded = True
+            return event
+        finally:
+            self._leave(handle)
+
     def stream_create_non_blocking(self) -> Stream[RS]:
         """Create a stream that does not synchronize with the legacy default stream."""
         self._ensure_thread("stream_create_non_blocking")
@@ -792,6 +840,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         )
 
     def _close(self, handle: _Handle) -> None:
+        is_event = type(handle) is Event
         with self._lock:
             if handle._closed:
                 return
@@ -799,8 +848,13 @@ class DriverBackend(ABC, Generic[RE, RS]):
             now = handle._users == 0 or self._forked  # a forked child has no calls in flight
             if now:
                 handle._users = -1
+                # Counted gone in the same section that closes it (see _destroy_now).
+                if is_event:
+                    self._live_events -= 1
+                else:
+                    self._live_streams -= 1
         if now:
-            self._destroy_now(handle)
+            self._release_raw(handle, is_event)
 
     def _destroy_now(self, handle: _Handle) -> None:
         # Counted as gone whether or not the driver agrees: a handle it refused to destroy is
@@ -811,6 +865,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._live_events -= 1
             else:
                 self._live_streams -= 1
+        self._release_raw(handle, is_event)
+
+    def _release_raw(self, handle: _Handle, is_event: bool) -> None:
+        # The driver's part of a destroy, for a handle already counted gone.
         raw = handle._raw
         if raw is _NO_RAW or self._forked:
             # Never created; or created by the parent process, whose driver state this child
