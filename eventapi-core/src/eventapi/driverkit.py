@@ -236,7 +236,11 @@ class Event(_Handle, Generic[RE]):
     _pin: Pin[RE, Any] | None  # the pin that created and holds it, if any
 
     def __init__(self, raw: RE, owner: DriverBackend[RE, Any], *, opened: bool = False) -> None:
-        super().__init__(raw, owner, opened=opened)
+        # _Handle.__init__'s assignments, made here: a fence creates an event per record.
+        self._raw = raw
+        self._owner = owner
+        self._closed = not opened
+        self._users = 0
         self._recorded = False
         self._pin = None
 
@@ -731,7 +735,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def _stream(self, stream: object, call: str) -> Stream[RS]:
         if type(stream) is Stream:
-            self._check_owner(stream, call, Stream)
+            if stream._owner is not self:
+                self._refuse_foreign(stream, call, Stream)
             return stream
         if isinstance(stream, _Handle):
             self._refuse_foreign(stream, call, Stream)
@@ -801,7 +806,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._leave_closed(second)
 
     def _enter(self, handle: _Handle, call: str) -> Any:
-        self._ensure_thread(call)
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread(call)
         with self._lock:
             closed = handle._closed
             if not closed:
@@ -878,7 +884,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if lost is not None:
             self._log_lost_once(lost)
             return
-        self._ensure_thread("event_destroy" if is_event else "stream_destroy")
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread("event_destroy" if is_event else "stream_destroy")
         if is_event:
             self._raw_event_destroy(raw)
         else:
