@@ -198,13 +198,13 @@ class Placement:
 
     # Everything span() needs, precomputed: collect() places every window it reads.
     __slots__ = (
+        "_back_slope",
         "_base",
         "_between",
+        "_between_slope",
+        "_between_to_host",
         "_host_ns",
         "_interval",
-        "_interval_host_ns",
-        "_previous_base",
-        "_rate_error",
         "_to_host",
         "_uncertainty",
     )
@@ -225,19 +225,23 @@ class Placement:
         self._host_ns = anchor.host_ns
         self._uncertainty = anchor.uncertainty_ns
         self._to_host = 1.0 / rate
-        self._rate_error = rate_error
         self._base = anchor.uncertainty_ns + TIMER_RESOLUTION_NS  # every reading's share
+        self._back_slope = READOUT_ERROR + rate_error  # the bound's growth per ns of distance
         previous = usable[-1] if usable else None
         self._between = previous is not None
         if previous is not None:
             self._interval = previous.device_ns
-            self._interval_host_ns = anchor.host_ns - previous.anchor.host_ns
-            # The previous anchor's own error and its interval's reading, at full weight.
-            self._previous_base = previous.anchor.uncertainty_ns + previous.error_ns
+            self._between_to_host = (anchor.host_ns - previous.anchor.host_ns) / previous.device_ns
+            # The previous anchor's own error and its interval's reading, at full weight there;
+            # the anchors' weighted error changes linearly from this anchor's to it.
+            previous_base = previous.anchor.uncertainty_ns + previous.error_ns
+            self._between_slope = (
+                previous_base - anchor.uncertainty_ns
+            ) / previous.device_ns + READOUT_ERROR
         else:
             self._interval = 0
-            self._interval_host_ns = 0
-            self._previous_base = 0.0
+            self._between_to_host = 0.0
+            self._between_slope = 0.0
 
     def span(self, before_ns: int, duration_ns: int) -> tuple[int, int, int]:
         """``(start_ns, end_ns, bound_ns)`` of a window on the host clock.
@@ -254,28 +258,26 @@ class Placement:
         to_host = self._to_host
         start: float = host_ns - before_ns * to_host
         end: float = host_ns - after_ns * to_host
-        bound = self._base + (READOUT_ERROR + self._rate_error) * before_ns
+        bound = self._base + self._back_slope * before_ns
         interval = self._interval
         if self._between and before_ns <= interval:
             # Between the previous anchor and this one: interpolation, its error the two
-            # anchors' own weighted by nearness, plus a change of rate, most visible midway.
-            u, previous = self._uncertainty, self._previous_base
-            t_start, t_end = before_ns / interval, after_ns / interval  # 0 here, 1 there
+            # anchors' own weighted by nearness ((1 - t) * u + t * previous, t = x / interval,
+            # linear in x), plus the readings, plus a change of rate, most visible midway.
+            u, slope = self._uncertainty, self._between_slope
             worst = (
-                (1.0 - t_start) * u
-                + t_start * previous
-                + READOUT_ERROR * before_ns
+                u
+                + slope * before_ns
                 + RATE_WANDER * (before_ns if 2 * before_ns < interval else interval - before_ns)
             )
             at_end = (
-                (1.0 - t_end) * u
-                + t_end * previous
-                + READOUT_ERROR * after_ns
+                u
+                + slope * after_ns
                 + RATE_WANDER * (after_ns if 2 * after_ns < interval else interval - after_ns)
             )
-            worst = max(worst, at_end) + TIMER_RESOLUTION_NS
+            worst = (worst if worst > at_end else at_end) + TIMER_RESOLUTION_NS
             if worst < bound:
-                to_host = self._interval_host_ns / interval
+                to_host = self._between_to_host
                 start = host_ns - before_ns * to_host
                 end = host_ns - after_ns * to_host
                 bound = worst

@@ -38,7 +38,7 @@ A median of 1,000,000 durations is then a duration whose rank lies within 5,000 
 # value the uncertainty bound of the count after the batch (more conservative than the
 # count at its own insertion, so every answer stays within the error), and the summary
 # holds at most this many entries more than the paper's between two merges.
-_MERGE_EVERY: Final = 500
+_MERGE_EVERY: Final = 1000
 
 
 @final
@@ -121,36 +121,25 @@ class DurationSummary:
         # Stable: a new value equal to an entry goes after it, as bisect_right inserts it.
         entries.sort(key=_value)
         self.buffer = array("q")
-        self.values = array("q", [e[0] for e in entries])
-        self.gs = array("q", [e[1] for e in entries])
-        self.deltas = array("q", [e[2] for e in entries])
-        self._compress()
-
-    def _compress(self) -> None:
-        gs, deltas = self.gs, self.deltas
-        assert gs is not None
-        assert deltas is not None
-        values = self.values
+        # Then one pass from the top, merging each entry into the (merged) one above it when
+        # the pair stays within the bound. The first entry (the minimum) is never merged away.
         bound = self._bound()
-        # One pass from the top, merging each entry into the (merged) one above it when the
-        # pair stays within the bound. The first entry (the minimum) is never merged away.
-        kept_v, kept_g, kept_d = array("q"), array("q"), array("q")
-        v, g, d = values[-1], gs[-1], deltas[-1]
-        for i in range(len(values) - 2, -1, -1):
-            if i > 0 and gs[i] + g + d <= bound:
-                g += gs[i]
+        kept: list[tuple[int, int, int]] = []
+        keep = kept.append
+        v, g, d = entries[-1]
+        for value, weight, delta in reversed(entries[1:-1]):
+            if weight + g + d <= bound:
+                g += weight
                 continue
-            kept_v.append(v)
-            kept_g.append(g)
-            kept_d.append(d)
-            v, g, d = values[i], gs[i], deltas[i]
-        kept_v.append(v)
-        kept_g.append(g)
-        kept_d.append(d)
-        kept_v.reverse()
-        kept_g.reverse()
-        kept_d.reverse()
-        self.values, self.gs, self.deltas = kept_v, kept_g, kept_d
+            keep((v, g, d))
+            v, g, d = value, weight, delta
+        keep((v, g, d))
+        if len(entries) > 1:
+            keep(entries[0])
+        kept.reverse()
+        self.values = array("q", [e[0] for e in kept])
+        self.gs = array("q", [e[1] for e in kept])
+        self.deltas = array("q", [e[2] for e in kept])
 
 
 _value = itemgetter(0)
