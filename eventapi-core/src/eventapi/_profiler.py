@@ -278,8 +278,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     stopped, and the first read of :attr:`anchor` for the anchor's own events.
 
     A profiler owns its events and streams: ``copy``, ``deepcopy`` and ``pickle`` raise
-    :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object, and
-    :class:`~eventapi.DriverError` when the backend refuses the stream or an event.
+    :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object,
+    :class:`~eventapi.DriverError` when the backend refuses the stream or an event, and (on a
+    driverkit backend, which checks the stream when the profiler is made)
+    :class:`~eventapi.EventStateError` for a stream that is destroyed or not the backend's.
     """
 
     _COPY_HINT = "share the profiler itself, or create another EventProfiler"
@@ -377,9 +379,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._owns_stream = True
         else:
             self._stream = stream
+        # What windows record into: the stream itself, or the pin's hold on it (resolved once,
+        # so a closed or foreign stream is refused here rather than at the first window).
+        try:
+            self._target = self._stream if pin is None else pin.hold_stream(self._stream)
+        except BaseException:
+            self._release_everything()
+            raise
         self._closed = False
-        # What windows record into: the stream itself, or the pin's hold on it (resolved once).
-        self._target = self._stream if pin is None else pin.hold_stream(self._stream)
 
     # -- what users read -------------------------------------------------------------------------
 
