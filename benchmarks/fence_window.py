@@ -8,13 +8,18 @@ Each operation is done through eventapi and through the same binding calls writt
 process, on one stream, interleaved: every repetition times each variant once, and the table
 reports the median per operation and the ratio of the medians.
 
-* fence: create an event, record it, wait for it, destroy it. eventapi:
+Both variants make every call the contract requires: one capture check before each fence and
+each window (the raw variants call ``cuStreamIsCapturing`` / ``hipStreamIsCapturing`` once), so
+the ratio measures what eventapi adds, not what it must do.
+
+* fence: check the stream, create an event, record it, wait for it, destroy it. eventapi:
   ``EventFence.record(api, stream)``, ``wait()``, ``close()``.
-* window: open and close a profiling window (two records into the stream), with the read-back
-  amortized: every ``--batch`` windows one collect waits for the last one, reads two elapsed
-  times per window and takes the anchor (``ANCHOR_SAMPLES`` bracketed record-and-wait samples,
-  the same number in both variants). eventapi: ``with prof.window(...)`` and
-  ``prof.collect()``; the raw variant reuses its events from a pool, as the profiler does.
+* window: check the stream, open and close a profiling window (two records into the stream),
+  with the read-back amortized: every ``--batch`` windows one collect waits for the last one,
+  reads two elapsed times per window and takes the anchor (``ANCHOR_SAMPLES`` bracketed
+  record-and-wait samples, the same number in both variants). eventapi: ``with
+  prof.window(...)`` and ``prof.collect()``; the raw variant reuses its events from a pool, as
+  the profiler does.
 
 On the emulated drivers (``LD_PRELOAD=build/emulated/libcuda.so.1``) a driver call is a few
 hundred nanoseconds and a wait is a thread hand-off, so the ratio is an upper bound of what
@@ -43,6 +48,7 @@ class Raw:
     """The binding's own calls, each returning the binding's ``(status, *values)`` tuple."""
 
     create: Callable[[], Any]
+    is_capturing: Callable[[Any], Any]
     record: Callable[[Any, Any], Any]
     synchronize: Callable[[Any], Any]
     destroy: Callable[[Any], Any]
@@ -56,6 +62,7 @@ def raw_calls(backend: str) -> Raw | None:
 
         return Raw(
             partial(cu.cuEventCreate, 0),
+            cu.cuStreamIsCapturing,
             cu.cuEventRecord,
             cu.cuEventSynchronize,
             cu.cuEventDestroy,
@@ -67,6 +74,7 @@ def raw_calls(backend: str) -> Raw | None:
         binding: Any = hip
         return Raw(
             partial(binding.hipEventCreateWithFlags, 0),
+            binding.hipStreamIsCapturing,
             binding.hipEventRecord,
             binding.hipEventSynchronize,
             binding.hipEventDestroy,
@@ -94,6 +102,7 @@ def fence_eventapi(api: Any, stream: Any, n: int) -> None:
 
 def fence_raw(raw: Raw, stream: Any, n: int) -> None:
     for _ in range(n):
+        _screen(raw, stream)
         event = ok(raw.create())
         ok(raw.record(event, stream))
         ok(raw.synchronize(event))
@@ -112,12 +121,20 @@ def window_eventapi(profiler: EventProfiler[Any, Any], n: int, batch: int) -> No
 def window_raw(raw: Raw, stream: Any, pool: list[Any], n: int, batch: int) -> None:
     pending: list[tuple[Any, Any]] = []
     for i in range(n):
+        _screen(raw, stream)
         start, end = pool.pop(), pool.pop()
         ok(raw.record(start, stream))
         ok(raw.record(end, stream))
         pending.append((start, end))
         if (i + 1) % batch == 0 or i == n - 1:
             _collect_raw(raw, stream, pool, pending)
+
+
+def _screen(raw: Raw, stream: Any) -> None:
+    # The one capture check the contract requires before a fence or a window (API.md, sections
+    # 4 and 5): a stream capturing a graph gets no timing event.
+    if int(ok(raw.is_capturing(stream))):
+        raise RuntimeError("the benchmark's stream is capturing a graph")
 
 
 def _collect_raw(raw: Raw, stream: Any, pool: list[Any], pending: list[tuple[Any, Any]]) -> None:

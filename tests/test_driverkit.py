@@ -537,3 +537,127 @@ def test_a_name_moved_out_of_driverkit_still_works_with_a_deprecation_warning() 
         count = eventapi.driverkit.pending_host_funcs
     assert count() == 0
     assert "pending_host_funcs" not in eventapi.driverkit.__all__
+
+
+# -- Pin: an owner's handles, held once --------------------------------------------------------
+
+
+def test_a_pin_records_its_own_handles_and_refuses_every_other(api: GatedBackend) -> None:
+    pin, other = api.pin(), api.pin()
+    stream = pin.hold_stream(api.stream_create_non_blocking())
+    unheld = api.stream_create_non_blocking()
+    event, theirs, plain = pin.event_create(), other.event_create(), api.event_create()
+    pin.event_record(event, stream)
+    assert event.recorded
+    assert api.raw_calls("event_record") == [(event._raw, stream.raw)]
+
+    for bad_event, bad_stream in ((theirs, stream), (plain, stream), (event, unheld)):
+        with pytest.raises(EventStateError, match="does not hold"):
+            pin.event_record(bad_event, bad_stream)
+    with pytest.raises(EventStateError, match="does not hold"):
+        pin.event_elapsed(event, theirs)
+    assert len(api.raw_calls("event_record")) == 1  # none of the refused reached the driver
+    assert pin.event_elapsed(event, event) == 0  # a negative reading clamped, as elsewhere
+
+    other.close()
+    pin.close()
+    pin.close()  # idempotent
+    assert pin.closed
+    with pytest.raises(EventStateError, match="closed"):
+        pin.event_create()
+    with pytest.raises(EventStateError, match="closed"):
+        pin.event_record(event, stream)
+    api.event_destroy(plain)
+    api.stream_destroy(unheld)
+    api.stream_destroy(stream)
+    assert api.live_handles() == (0, 0)
+
+
+def test_a_held_handle_destroyed_elsewhere_is_refused_and_destroyed_when_let_go(
+    api: GatedBackend,
+) -> None:
+    pin = api.pin()
+    stream = pin.hold_stream(api.stream_create_non_blocking())
+    event = pin.event_create()
+    api.event_destroy(event)
+    api.stream_destroy(stream)
+    assert event.closed
+    assert stream.closed
+    assert api.raw_calls("event_destroy") == api.raw_calls("stream_destroy") == []
+    assert api.live_handles() == (1, 1)  # counted until the driver releases them
+    with pytest.raises(EventStateError, match="already destroyed"):
+        pin.event_record(event, stream)
+    with pytest.raises(EventStateError, match="already destroyed"):
+        pin.stream_is_capturing(stream)
+    assert api.raw_calls("event_record") == api.raw_calls("stream_is_capturing") == []
+
+    pin.close()
+    assert api.raw_calls("event_destroy") == [(event._raw,)]
+    assert api.raw_calls("stream_destroy") == [(stream.raw,)]
+    assert api.live_handles() == (0, 0)
+
+
+def test_a_pin_closed_during_a_wait_destroys_the_event_when_the_wait_returns(
+    api: GatedBackend,
+) -> None:
+    pin = api.pin()
+    stream = pin.hold_stream(api.stream_create_non_blocking())
+    event = pin.event_create()
+    pin.event_record(event, stream)
+    entered, release = api.gate("event_wait")
+    waiter = Waiter(lambda: pin.event_wait(event))
+    assert entered.wait(JOIN_S)
+
+    pin.close()  # returns at once; the waiter still uses the event
+    assert api.raw_calls("event_destroy") == []
+    release_and_join(release, [waiter])
+    waiter.result()
+
+    assert api.raw_calls("event_destroy") == [(event._raw,)]
+    api.stream_destroy(stream)
+
+
+def test_a_pins_events_are_destroyed_one_by_one_or_at_close(api: GatedBackend) -> None:
+    pin = api.pin()
+    first, second = pin.event_create(), pin.event_create()
+    pin.event_destroy(first)
+    assert api.raw_calls("event_destroy") == [(first._raw,)]
+    with pytest.raises(EventStateError, match="already destroyed"):
+        pin.event_destroy(first)
+    pin.close()
+    assert api.raw_calls("event_destroy") == [(first._raw,), (second._raw,)]
+
+
+def test_a_dropped_pin_lets_its_handles_go(api: GatedBackend) -> None:
+    pin = api.pin()
+    stream = pin.hold_stream(api.stream_create_non_blocking())
+    pin.event_create()
+    api.stream_destroy(stream)  # deferred: the pin holds it
+    del pin
+    gc.collect()
+    assert api.live_handles() == (0, 0)
+    assert api.raw_calls("stream_destroy") == [(stream.raw,)]
+
+
+def test_a_pin_records_unless_the_stream_is_capturing() -> None:
+    from eventapi.host import HostBackend
+
+    host = HostBackend()
+    pin = host.pin()
+    stream = pin.hold_stream(host.stream_create_non_blocking())
+    event = pin.event_create()
+    host.begin_capture(stream)
+    assert pin.event_record_unless_capturing(event, stream) is False
+    assert not event.recorded  # nothing was recorded into the capture
+    assert host.record_new_event(stream) is None
+    assert host.live_handles().events == 1  # record_new_event created nothing
+    host.end_capture(stream)
+    assert pin.event_record_unless_capturing(event, stream) is True
+    pin.event_wait(event)
+    fresh = host.record_new_event(stream)
+    assert fresh is not None
+    assert fresh.recorded
+    host.event_destroy(fresh)
+    pin.close()
+    host.stream_destroy(stream)
+    assert host.live_handles() == (0, 0)

@@ -157,6 +157,28 @@ def test_an_event_is_unreached_until_the_stream_gets_there(
     host.event_destroy(end)
 
 
+def test_a_record_on_an_idle_stream_is_reached_at_once(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    # Nothing queued or running: the stream reaches the record as it is made, with no worker
+    # thread to wake, so an anchor's bracket (host time before the record, after the wait)
+    # holds no thread wake-up. The stamp lies between two reads of the same clock around it.
+    for _ in range(20):
+        before = time.perf_counter_ns()
+        event = recorded(host, host_stream)
+        after = time.perf_counter_ns()
+        assert host.event_query(event)
+        assert before <= host.stamp_ns(event) <= after
+        host.event_destroy(event)
+    # Behind queued work, a record still waits its turn.
+    gate = hold(host, host_stream)
+    event = recorded(host, host_stream)
+    assert not host.event_query(event)
+    gate.set()
+    host.event_wait(event)
+    host.event_destroy(event)
+
+
 def test_elapsed_reads_a_known_delay(host: HostBackend, host_stream: Stream[Any]) -> None:
     delay_ns = 20_000_000
     start = recorded(host, host_stream)

@@ -546,3 +546,21 @@ def test_bounds_below_zero_are_refused(api: HostBackend) -> None:
     with pytest.raises(ValueError, match="max_spans"):
         EventProfiler(api, max_spans=-1)
     assert api.live_handles() == (0, 0)
+
+
+def test_a_destroyed_stream_is_refused_and_one_destroyed_later_is_released_at_close(
+    api: HostBackend,
+) -> None:
+    dead = api.stream_create_non_blocking()
+    api.stream_destroy(dead)
+    with pytest.raises(EventStateError, match="destroyed"):
+        EventProfiler(api, dead)
+    stream = api.stream_create_non_blocking()
+    prof = EventProfiler(api, stream)
+    prof.start("w").stop()
+    api.stream_destroy(stream)  # while the profiler still holds it
+    with pytest.raises(EventStateError, match="destroyed"):
+        prof.start("late")
+    assert api.live_handles().streams == 1  # the stream is released with the profiler
+    prof.close()
+    assert api.live_handles() == (0, 0)

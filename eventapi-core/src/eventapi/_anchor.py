@@ -29,9 +29,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar, final
-
-from ._protocol import EventApi
+from typing import Final, Protocol, TypeVar, final
 
 __all__ = [
     "ANCHOR_SAMPLES",
@@ -43,11 +41,23 @@ __all__ = [
     "Anchor",
     "Earlier",
     "Placement",
+    "Recorder",
     "sample_anchor",
 ]
 
 E = TypeVar("E")
 S = TypeVar("S")
+E_contra = TypeVar("E_contra", contravariant=True)
+S_contra = TypeVar("S_contra", contravariant=True)
+
+
+class Recorder(Protocol[E_contra, S_contra]):
+    """What a sample needs: a backend object, or a driverkit ``Pin`` holding the handles."""
+
+    def event_record(self, event: E_contra, stream: S_contra, /) -> None: ...
+
+    def event_wait(self, event: E_contra, /) -> None: ...
+
 
 ANCHOR_SAMPLES: Final = 5
 """Bracketed samples per anchor.
@@ -107,7 +117,7 @@ class Anchor:
     uncertainty_ns: int
 
 
-def sample_anchor(api: EventApi[E, S], stream: S, events: Sequence[E]) -> tuple[Anchor, E]:
+def sample_anchor(api: Recorder[E, S], stream: S, events: Sequence[E]) -> tuple[Anchor, E]:
     """Take one bracketed sample per event in ``events`` on ``stream``; keep the tightest.
 
     Returns the anchor and the event it belongs to (the one to read device time against).
@@ -188,13 +198,13 @@ class Placement:
 
     # Everything span() needs, precomputed: collect() places every window it reads.
     __slots__ = (
+        "_back_slope",
         "_base",
         "_between",
+        "_between_slope",
+        "_between_to_host",
         "_host_ns",
         "_interval",
-        "_interval_host_ns",
-        "_previous_base",
-        "_rate_error",
         "_to_host",
         "_uncertainty",
     )
@@ -215,19 +225,23 @@ class Placement:
         self._host_ns = anchor.host_ns
         self._uncertainty = anchor.uncertainty_ns
         self._to_host = 1.0 / rate
-        self._rate_error = rate_error
         self._base = anchor.uncertainty_ns + TIMER_RESOLUTION_NS  # every reading's share
+        self._back_slope = READOUT_ERROR + rate_error  # the bound's growth per ns of distance
         previous = usable[-1] if usable else None
         self._between = previous is not None
         if previous is not None:
             self._interval = previous.device_ns
-            self._interval_host_ns = anchor.host_ns - previous.anchor.host_ns
-            # The previous anchor's own error and its interval's reading, at full weight.
-            self._previous_base = previous.anchor.uncertainty_ns + previous.error_ns
+            self._between_to_host = (anchor.host_ns - previous.anchor.host_ns) / previous.device_ns
+            # The previous anchor's own error and its interval's reading, at full weight there;
+            # the anchors' weighted error changes linearly from this anchor's to it.
+            previous_base = previous.anchor.uncertainty_ns + previous.error_ns
+            self._between_slope = (
+                previous_base - anchor.uncertainty_ns
+            ) / previous.device_ns + READOUT_ERROR
         else:
             self._interval = 0
-            self._interval_host_ns = 0
-            self._previous_base = 0.0
+            self._between_to_host = 0.0
+            self._between_slope = 0.0
 
     def span(self, before_ns: int, duration_ns: int) -> tuple[int, int, int]:
         """``(start_ns, end_ns, bound_ns)`` of a window on the host clock.
@@ -244,28 +258,26 @@ class Placement:
         to_host = self._to_host
         start: float = host_ns - before_ns * to_host
         end: float = host_ns - after_ns * to_host
-        bound = self._base + (READOUT_ERROR + self._rate_error) * before_ns
+        bound = self._base + self._back_slope * before_ns
         interval = self._interval
         if self._between and before_ns <= interval:
             # Between the previous anchor and this one: interpolation, its error the two
-            # anchors' own weighted by nearness, plus a change of rate, most visible midway.
-            u, previous = self._uncertainty, self._previous_base
-            t_start, t_end = before_ns / interval, after_ns / interval  # 0 here, 1 there
+            # anchors' own weighted by nearness ((1 - t) * u + t * previous, t = x / interval,
+            # linear in x), plus the readings, plus a change of rate, most visible midway.
+            u, slope = self._uncertainty, self._between_slope
             worst = (
-                (1.0 - t_start) * u
-                + t_start * previous
-                + READOUT_ERROR * before_ns
+                u
+                + slope * before_ns
                 + RATE_WANDER * (before_ns if 2 * before_ns < interval else interval - before_ns)
             )
             at_end = (
-                (1.0 - t_end) * u
-                + t_end * previous
-                + READOUT_ERROR * after_ns
+                u
+                + slope * after_ns
                 + RATE_WANDER * (after_ns if 2 * after_ns < interval else interval - after_ns)
             )
-            worst = max(worst, at_end) + TIMER_RESOLUTION_NS
+            worst = (worst if worst > at_end else at_end) + TIMER_RESOLUTION_NS
             if worst < bound:
-                to_host = self._interval_host_ns / interval
+                to_host = self._between_to_host
                 start = host_ns - before_ns * to_host
                 end = host_ns - after_ns * to_host
                 bound = worst

@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Generic, NoReturn, TypeVar, cast, final
 
@@ -118,18 +118,23 @@ class EventFence(SingleOwner, Generic[E, S]):
         """
         held = tuple(keep_alive) or None  # before anything is created: it may raise
         query, capture_check = capabilities_of(api, "EventFence.record")
-        if capture_check and cast("SupportsCaptureCheck[S]", api).stream_is_capturing(stream):
-            raise CaptureError(
-                f"{api.BACKEND}: cannot record a fence into {stream!r}: the stream is capturing "
-                "a graph, where a timing event cannot be recorded; record the fence after the "
-                "capture ends, or into a stream that is not capturing"
-            )
-        event = api.event_create()
-        try:
-            api.event_record(event, stream)
-        except BaseException:
-            _destroy_logged(api, event, "after its record failed")
-            raise
+        record_new = _record_new_event(api)
+        if record_new is not None:
+            # A driverkit backend checks, creates and records in one call, with the stream
+            # resolved and held once: the same checks, a third of the bookkeeping.
+            new = record_new(stream)
+            if new is None:
+                _refuse_capturing(api, stream)
+            event = new
+        else:
+            if capture_check and cast("SupportsCaptureCheck[S]", api).stream_is_capturing(stream):
+                _refuse_capturing(api, stream)
+            event = api.event_create()
+            try:
+                api.event_record(event, stream)
+            except BaseException:
+                _destroy_logged(api, event, "after its record failed")
+                raise
         fence: EventFence[E, S] = object.__new__(cls)
         fence._api = api
         fence._event = event
@@ -452,6 +457,33 @@ class EventFence(SingleOwner, Generic[E, S]):
             if query.event_query(event):
                 return
             delay = min(delay * 2, _POLL_MAX_S)
+
+
+# Backend classes -> whether they are driverkit backends (record_new_event): asked once per
+# class, since an isinstance against an abstract base costs about what the call saves.
+_driverkit_classes: dict[type, bool] = {}
+
+
+def _record_new_event(api: object) -> Callable[[Any], Any] | None:
+    """``api.record_new_event`` when ``api`` is a driverkit backend, else None."""
+    kind = type(api)
+    fused = _driverkit_classes.get(kind)
+    if fused is None:
+        # Without eventapi.driverkit imported no driverkit backend exists; the fence does not
+        # import it for a backend that does not use it.
+        driverkit = sys.modules.get("eventapi.driverkit")
+        fused = _driverkit_classes[kind] = driverkit is not None and issubclass(
+            kind, driverkit.DriverBackend
+        )
+    return api.record_new_event if fused else None  # type: ignore[attr-defined]
+
+
+def _refuse_capturing(api: EventApi[Any, Any], stream: object) -> NoReturn:
+    raise CaptureError(
+        f"{api.BACKEND}: cannot record a fence into {stream!r}: the stream is capturing "
+        "a graph, where a timing event cannot be recorded; record the fence after the "
+        "capture ends, or into a stream that is not capturing"
+    )
 
 
 def _destroy_logged(api: EventApi[Any, Any], event: object, when: str) -> None:

@@ -23,14 +23,22 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar, cast, final
+from typing import Any, Final, Generic, TypeVar, final
 
-from ._anchor import ANCHOR_SAMPLES, RATE_HISTORY, Anchor, Earlier, Placement, sample_anchor
+from ._anchor import (
+    ANCHOR_SAMPLES,
+    RATE_HISTORY,
+    Anchor,
+    Earlier,
+    Placement,
+    Recorder,
+    sample_anchor,
+)
 from ._capabilities import capabilities_of
 from ._errors import EventStateError
 from ._nvtx import NvtxRanges, ranges_for
 from ._pool import EventPool
-from ._protocol import EventApi, SupportsCaptureCheck
+from ._protocol import EventApi
 from ._single_owner import SingleOwner
 from ._sketch import DurationSummary, quantile_of
 
@@ -47,6 +55,20 @@ _CLOSED: Final = 1  # both recorded, waiting for collect()
 _DONE: Final = 2  # read back, skipped, abandoned or discarded: holds no event
 
 _labels = itertools.count()
+
+
+def _pin_of(api: object) -> Any:
+    """A driverkit ``Pin`` of ``api`` when it is a driverkit backend, else None."""
+    # Without eventapi.driverkit imported no driverkit backend exists, and the profiler does
+    # not import it for a backend that does not use it.
+    driverkit = sys.modules.get("eventapi.driverkit")
+    if driverkit is None or not isinstance(api, driverkit.DriverBackend):
+        return None
+    return api.pin()
+
+
+def _opened(window: Window[Any]) -> int:
+    return window._seq
 
 
 @final
@@ -118,6 +140,31 @@ class Stats:
         if q == 1.0:
             return self.max_ns
         return quantile_of(self._ranks, self.count, q)
+
+
+def _span_maker() -> Callable[[str, int, int, int, int, str, int], Span]:
+    # collect() builds a Span per window. A frozen dataclass's __init__ sets each field through
+    # object.__setattr__ looked up by name, about twice what setting the slots directly
+    # costs; with no __post_init__ to run, setting them directly builds the same value.
+    new = object.__new__
+    fields = ("name", "start_ns", "end_ns", "duration_ns", "depth", "stream", "uncertainty_ns")
+    name, start, end, duration, depth, stream, bound = (Span.__dict__[f].__set__ for f in fields)
+
+    def make(n: str, s_ns: int, e_ns: int, d_ns: int, level: int, label: str, u_ns: int) -> Span:
+        span: Span = new(Span)
+        name(span, n)
+        start(span, s_ns)
+        end(span, e_ns)
+        duration(span, d_ns)
+        depth(span, level)
+        stream(span, label)
+        bound(span, u_ns)
+        return span
+
+    return make
+
+
+_make_span: Final = _span_maker()
 
 
 @final
@@ -233,8 +280,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     stopped, and the first read of :attr:`anchor` for the anchor's own events.
 
     A profiler owns its events and streams: ``copy``, ``deepcopy`` and ``pickle`` raise
-    :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object, and
-    :class:`~eventapi.DriverError` when the backend refuses the stream or an event.
+    :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object,
+    :class:`~eventapi.DriverError` when the backend refuses the stream or an event, and (on a
+    driverkit backend, which checks the stream when the profiler is made)
+    :class:`~eventapi.EventStateError` for a stream that is destroyed or not the backend's.
     """
 
     _COPY_HINT = "share the profiler itself, or create another EventProfiler"
@@ -244,17 +293,23 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_anchor",
         "_anchor_event",
         "_anchor_stream",
+        "_anchor_target",
         "_api",
-        "_capture",
+        "_capture_check",
         "_closed",
         "_earlier",
+        "_elapsed",
         "_label",
         "_max_names",
         "_nvtx",
         "_open",
         "_owns_stream",
         "_pending",
+        "_pin",
         "_pool",
+        "_record_into",
+        "_recorder",
+        "_screened",
         "_seq",
         "_sink",
         "_skipped",
@@ -262,6 +317,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_spans_seen",
         "_stream",
         "_summaries",
+        "_target",
         "_unsummarized",
     )
 
@@ -284,7 +340,25 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._api = api
         self._closed = True
         self._owns_stream = False
-        self._pool: EventPool[E, S] = EventPool(api)
+        # The calls the hot path makes: through a driverkit Pin when the backend offers one
+        # (the profiler's events are its own and never handed out, so each call need not count
+        # itself in and out under the backend's lock), else the backend's own methods.
+        pin = _pin_of(api)
+        self._pin: Any = pin
+        recorder: Any = api if pin is None else pin
+        self._recorder: Recorder[E, Any] = recorder
+        self._record_into: Callable[[E, Any], None] = recorder.event_record
+        self._elapsed: Callable[[E, E], int] = recorder.event_elapsed
+        self._capture_check: Callable[[Any], bool] | None = (
+            recorder.stream_is_capturing if capture else None
+        )
+        # With a pin, a window opens with the check and the record in one call.
+        self._screened: Callable[[E, Any], bool] | None = (
+            pin.event_record_unless_capturing if pin is not None and capture else None
+        )
+        self._pool: EventPool[E] = EventPool(
+            recorder.event_create, recorder.event_destroy, api.BACKEND
+        )
         self._open: list[Window[E]] = []
         self._pending: list[Window[E]] = []
         self._summaries: dict[str, DurationSummary] = {}
@@ -296,6 +370,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._anchor: Anchor | None = None
         self._anchor_event: E | None = None  # the latest anchor's event, kept out of the pool
         self._anchor_stream: S | None = None  # created at the first anchor
+        self._anchor_target: Any = None  # what the anchor records into: the stream, or its pin hold
         # Earlier anchors, seen from the latest one, to measure the clock rate over.
         self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
         self._seq = 0
@@ -303,14 +378,19 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         # Decided once: None unless NVTX ranges are on (cuda, with the nvtx package).
         self._nvtx: NvtxRanges | None = ranges_for(api.BACKEND)
         self._label = label if label is not None else f"{api.BACKEND}:{next(_labels)}"
-        self._capture: SupportsCaptureCheck[S] | None = (
-            cast("SupportsCaptureCheck[S]", api) if capture else None
-        )
+        self._target: Any = None
         if stream is None:
             self._stream: S = api.stream_create_non_blocking()
             self._owns_stream = True
         else:
             self._stream = stream
+        # What windows record into: the stream itself, or the pin's hold on it (resolved once,
+        # so a closed or foreign stream is refused here rather than at the first window).
+        try:
+            self._target = self._stream if pin is None else pin.hold_stream(self._stream)
+        except BaseException:
+            self._release_everything()
+            raise
         self._closed = False
 
     # -- what users read -------------------------------------------------------------------------
@@ -397,44 +477,55 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         :class:`~eventapi.DriverError` when the backend refuses the record (nothing is left
         open and the event goes back to the pool).
         """
-        self._check_usable("start")
-        if not isinstance(name, str):
+        if self._closed:
+            self._check_usable("start")
+        if type(name) is not str and not isinstance(name, str):
             raise TypeError(f"a window name must be a str, got {name!r}")
-        depth = len(self._open)
-        self._seq += 1
-        if self._capturing():
-            self._skipped += 1
-            return Window(self, name, depth, self._seq, None)
-        event = self._record()
-        window: Window[E] = Window(self, name, depth, self._seq, event)
-        self._open.append(window)
+        opened = self._open
+        seq = self._seq = self._seq + 1
+        free = self._pool.free
+        screened = self._screened
+        if screened is not None and free:
+            # The capture check and the record in one call, back to back: nothing of the
+            # profiler's own runs between the two driver calls.
+            event = free.pop()
+            try:
+                recorded = screened(event, self._target)
+            except BaseException:
+                free.append(event)
+                raise
+            if not recorded:
+                free.append(event)
+                self._skipped += 1
+                return Window(self, name, len(opened), seq, None)
+        else:
+            # Checked before an event is taken: a window skipped or refused creates none.
+            capture_check = self._capture_check
+            if capture_check is not None and capture_check(self._target):
+                self._skipped += 1
+                return Window(self, name, len(opened), seq, None)
+            event = self._record()
+        window: Window[E] = Window(self, name, len(opened), seq, event)
+        opened.append(window)
         if self._nvtx is not None:
             self._nvtx.start(name)
         return window
 
     def _stop(self, window: Window[E]) -> None:
-        if self._closed:
-            raise EventStateError(
-                f"window {window.name!r} cannot stop: its profiler was closed, which discarded "
-                "every window still open"
-            )
-        if window._state != _OPEN:
-            raise EventStateError(
-                f"window {window.name!r} was already stopped; a window is one-shot, "
-                "open a new one with profiler.window(name)"
-            )
-        if window._skipped:
-            window._state = _DONE
+        if self._closed or window._state != _OPEN or window._skipped:
+            self._stop_unusual(window)
             return
-        top = self._open[-1]
+        opened = self._open
+        top = opened[-1]
         if top is not window:
             raise EventStateError(
                 f"window {window.name!r} stopped while {top.name!r}, opened inside it, is still "
                 f"open; stop {top.name!r} first (windows nest like with blocks)"
             )
-        if self._capturing():
+        capture_check = self._capture_check
+        if capture_check is not None and capture_check(self._target):
             # The capture began while the window was open: its end cannot be recorded.
-            self._open.pop()
+            opened.pop()
             if self._nvtx is not None:
                 self._nvtx.end()
             self._discard(window)
@@ -445,16 +536,30 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         except BaseException:
             # A window without an end can never be read; dropping it keeps the windows
             # around it stoppable.
-            self._open.pop()
+            opened.pop()
             if self._nvtx is not None:
                 self._nvtx.end()
             self._discard(window)
             raise
-        self._open.pop()
+        opened.pop()
         if self._nvtx is not None:
             self._nvtx.end()
         window._state = _CLOSED
         self._pending.append(window)
+
+    def _stop_unusual(self, window: Window[E]) -> None:
+        # A closed profiler, a window stopped twice, or a skipped window.
+        if self._closed:
+            raise EventStateError(
+                f"window {window.name!r} cannot stop: its profiler was closed, which discarded "
+                "every window still open"
+            )
+        if window._state != _OPEN:
+            raise EventStateError(
+                f"window {window.name!r} was already stopped; a window is one-shot, "
+                "open a new one with profiler.window(name)"
+            )
+        window._state = _DONE  # skipped: nothing was recorded, nothing to record now
 
     def _abandon_above(self, window: Window[E]) -> None:
         if window._skipped or window not in self._open:
@@ -516,36 +621,39 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     def _collect(self) -> list[Span]:
         if not self._pending:
             return []
-        api = self._api
         last_end = self._pending[-1]._end
         assert last_end is not None  # a pending window holds both events
         # One stream, in order: reaching the last end means every earlier record was reached.
         # The anchor, on the profiler's own stream, is recorded only after this returns, so it
         # lies after every window and waits for nothing queued behind them.
-        api.event_wait(last_end)
+        self._recorder.event_wait(last_end)
         anchor, samples = self._take_anchor()
         try:
             reference = samples[0]
             earlier = self._earlier_than(reference)
-            placement = Placement(anchor, earlier)
+            place = Placement(anchor, earlier).span
+            elapsed = self._elapsed
+            make_span = _make_span
+            label = self._label
             spans: list[Span] = []
-            for window in sorted(self._pending, key=lambda w: w._seq):
-                start, end = window._start, window._end
-                assert start is not None
-                assert end is not None
+            append = spans.append
+            # Windows are pending in the order they stopped; spans go out in the order they
+            # opened (the same order unless windows nest, and sorting sorted runs is linear).
+            for window in sorted(self._pending, key=_opened):
+                start = window._start
                 # The anchor lies after the window, so neither reading is clamped.
-                before = api.event_elapsed(start, reference)
-                duration_ns = api.event_elapsed(start, end)
-                start_ns, end_ns, bound_ns = placement.span(before, duration_ns)
-                spans.append(
-                    Span(
-                        name=window.name,
-                        start_ns=start_ns,
-                        end_ns=end_ns,
-                        duration_ns=duration_ns,
-                        depth=window.depth,
-                        stream=self._label,
-                        uncertainty_ns=bound_ns,
+                before = elapsed(start, reference)  # type: ignore[arg-type]
+                duration_ns = elapsed(start, window._end)  # type: ignore[arg-type]
+                start_ns, end_ns, bound_ns = place(before, duration_ns)
+                append(
+                    make_span(
+                        window._name,
+                        start_ns,
+                        end_ns,
+                        duration_ns,
+                        window._depth,
+                        label,
+                        bound_ns,
                     )
                 )
         except BaseException:
@@ -553,8 +661,12 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             raise
         self._keep_anchor(anchor, samples, earlier)
         # Every reading succeeded: only now do the windows give their events back.
+        free = self._pool.free
         for window in self._pending:
-            self._discard(window)
+            free.append(window._start)  # type: ignore[arg-type]
+            free.append(window._end)  # type: ignore[arg-type]
+            window._start = window._end = None
+            window._state = _DONE
         self._pending.clear()
         self._account(spans)
         return spans
@@ -588,12 +700,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     def _take_anchor(self) -> tuple[Anchor, list[E]]:
         """Sample an anchor; returns it and the sample events, the anchor's own one first."""
         if self._anchor_stream is None:
-            self._anchor_stream = self._api.stream_create_non_blocking()
+            stream = self._anchor_stream = self._api.stream_create_non_blocking()
+            pin = self._pin
+            self._anchor_target = stream if pin is None else pin.hold_stream(stream)
         samples: list[E] = []
         try:
             for _ in range(ANCHOR_SAMPLES):
                 samples.append(self._pool.acquire())
-            anchor, best = sample_anchor(self._api, self._anchor_stream, samples)
+            anchor, best = sample_anchor(self._recorder, self._anchor_target, samples)
         except BaseException:
             self._release_all(samples)
             raise
@@ -606,7 +720,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         previous, kept = self._anchor, self._anchor_event
         if previous is None or kept is None:
             return ()
-        interval = self._api.event_elapsed(kept, reference)
+        interval = self._elapsed(kept, reference)
         return (
             *(e.advanced(interval) for e in self._earlier),
             Earlier(previous, 0, 0.0).advanced(interval),
@@ -652,7 +766,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                     # its events are destroyed.
                     newest = self._open[-1]._start
                     assert newest is not None
-                    self._api.event_wait(newest)
+                    self._recorder.event_wait(newest)
             self._collect()
         finally:
             self._release_everything()
@@ -696,16 +810,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"{self._label}: {call} on a closed EventProfiler; create a new profiler"
             )
 
-    def _capturing(self) -> bool:
-        capture = self._capture
-        return capture is not None and capture.stream_is_capturing(self._stream)
-
     def _record(self) -> E:
-        event = self._pool.acquire()
+        pool = self._pool
+        event = pool.acquire()
         try:
-            self._api.event_record(event, self._stream)
+            self._record_into(event, self._target)
         except BaseException:
-            self._pool.release(event)
+            pool.release(event)
             raise
         return event
 
@@ -733,6 +844,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._pool.release(self._anchor_event)
             self._anchor_event = None
         self._pool.close()
+        if self._pin is not None:
+            self._pin.close()  # lets its streams go first, so that destroying them is not deferred
         streams = [self._anchor_stream] if self._anchor_stream is not None else []
         self._anchor_stream = None
         if self._owns_stream:

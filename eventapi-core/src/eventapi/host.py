@@ -9,7 +9,10 @@ Semantics (CUDA's, where the protocol is silent):
 * A stream is a daemon worker thread draining a queue in order. Enqueueing (``event_record``,
   ``stream_wait_event``, ``stream_launch_host_func``) returns at once.
 * An event is stamped with :func:`time.perf_counter_ns` (``CLOCK_MONOTONIC`` on Linux) when the
-  worker reaches its record. Re-recording an event marks the latest record: a wait, query or
+  worker reaches its record; on an idle stream (nothing queued or running), at once, by the
+  thread that records it: the stream reaches it without a wait, as an idle device queue does,
+  and no worker thread has to wake up (which would widen an anchor's bracket by two thread
+  wake-ups). Re-recording an event marks the latest record: a wait, query or
   elapsed reading after the re-record refers to the new record. ``stream_wait_event`` captures
   the record current when it is enqueued; a later re-record does not move it.
 * Waiting on an event recorded into another stream works; so does recording one event into
@@ -459,7 +462,15 @@ class HostBackend(
                 event.latest = _CAPTURED
                 return
             record = _Record(state)
-            state.push(record)
+            if state.completed == state.enqueued:
+                # Nothing queued or running: the stream reaches the record at once, as an idle
+                # device queue does, and no worker has to wake up for it. Stamped under the
+                # lock, so nothing enqueued after it can be stamped before it.
+                record.stamp = _now()
+                state.enqueued += 1
+                state.completed += 1
+            else:
+                state.push(record)
             event.latest = record
 
     def _raw_event_wait(self, event: _HostEvent) -> None:
