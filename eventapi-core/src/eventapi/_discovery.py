@@ -43,7 +43,6 @@ cached was built from a discovery since forgotten.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import re
 import threading
@@ -54,6 +53,7 @@ from typing import TYPE_CHECKING, Final, final
 
 import pluggy
 
+from ._logger import logger
 from ._plugin import (
     ENTRY_POINT_GROUP,
     NAME_PATTERN,
@@ -83,7 +83,6 @@ __all__ = [
     "unregister",
 ]
 
-_log = logging.getLogger("eventapi")
 
 ENV_DISABLE_AUTOLOAD: Final = "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD"
 ENV_DISABLE_PLUGINS: Final = "EVENTAPI_DISABLE_PLUGINS"
@@ -158,7 +157,7 @@ def _budget() -> float:
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        _log.warning(
+        logger().warning(
             "%s=%r is not a positive number of seconds; using %g",
             ENV_PLUGIN_TIMEOUT,
             raw,
@@ -474,7 +473,7 @@ def _resolve(candidate: _Candidate, run: _Run | None) -> _Entry:
             run.stage = "in its probe"
         reason = _probe(spec)
     except _BrokenPluginError as exc:
-        _log.debug("backend %r (%s) is broken: %s", candidate.name, candidate.label, exc)
+        logger().debug("backend %r (%s) is broken: %s", candidate.name, candidate.label, exc)
         priority = spec.priority if spec is not None else 0
         return _Entry((_broken(candidate, str(exc), priority=priority, spec=spec),), None)
     if reason is None:
@@ -491,7 +490,7 @@ def _load_spec(candidate: _Candidate, run: _Run | None) -> BackendSpec:
     try:
         plugin = candidate.load_plugin()
     except BaseException as exc:  # the plugin's failure, see above
-        _log.debug("importing %s failed", candidate.target, exc_info=True)
+        logger().debug("importing %s failed", candidate.target, exc_info=True)
         raise _BrokenPluginError(f"cannot import {candidate.target}: {_describe(exc)}") from exc
     if run is not None:
         run.stage = "in its eventapi_backends hook"
@@ -520,7 +519,7 @@ def _load_spec(candidate: _Candidate, run: _Run | None) -> BackendSpec:
     except _BrokenPluginError:
         raise
     except BaseException as exc:  # the plugin's failure, see above
-        _log.debug("eventapi_backends of %s raised", candidate.target, exc_info=True)
+        logger().debug("eventapi_backends of %s raised", candidate.target, exc_info=True)
         raise _BrokenPluginError(f"eventapi_backends raised {_describe(exc)}") from exc
     return _check_specs(candidate, specs)
 
@@ -631,7 +630,7 @@ def _probe(spec: BackendSpec) -> str | None:
     try:
         reason: object = spec.probe()
     except BaseException as exc:  # the plugin's failure, see _load_spec
-        _log.debug("probe of backend %r raised", spec.name, exc_info=True)
+        logger().debug("probe of backend %r raised", spec.name, exc_info=True)
         raise _BrokenPluginError(f"probe raised {_describe(exc)}") from exc
     if reason is None:
         return None
