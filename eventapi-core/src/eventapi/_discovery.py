@@ -276,23 +276,20 @@ budget, after which they run side by side as before.
 """
 
 
-def _run_in_turn(runs: list[_Run]) -> threading.Event:
-    """Run ``runs`` one after the other on one new thread; the event is set when it is done.
+def _run_in_turn(runs: list[_Run]) -> threading.Thread:
+    """Run ``runs`` one after the other on one new thread, and return it; join it to wait.
 
     A run some other thread claimed meanwhile is skipped.
     """
-    done = threading.Event()
 
     def work() -> None:
-        try:
-            for run in runs:
-                if run.claim():
-                    run.work()
-        finally:
-            done.set()
+        for run in runs:
+            if run.claim():
+                run.work()
 
-    threading.Thread(target=work, name="eventapi-plugins", daemon=True).start()
-    return done
+    thread = threading.Thread(target=work, name="eventapi-plugins", daemon=True)
+    thread.start()
+    return thread
 
 
 # -- one scan ---------------------------------------------------------------------------------
@@ -752,11 +749,17 @@ def backends() -> list[BackendInfo]:
     scan = _registry.scan()
     found = [scan.prepare(name, start=False) for name in scan.claims]
     queued = [f for f in found if isinstance(f, _Run) and not f.finished]
-    # The usual case: every plugin done in turn, and the caller woken once. Otherwise each
-    # plugin not yet started gets a thread of its own, so that a slow one holds up no other.
-    if queued and not _run_in_turn(queued).wait(min(IN_TURN_S, scan.budget)):
-        for run in queued:
-            run.start()
+    if queued:
+        # The usual case: every plugin done in turn, and the caller woken once, as the thread
+        # ends. (Joining wakes it as the thread lets go of the interpreter lock; an event set
+        # just before would wake it to wait for the lock, measured a millisecond later.)
+        # Otherwise each plugin not yet started gets a thread of its own, so that a slow one
+        # holds up no other.
+        in_turn = _run_in_turn(queued)
+        in_turn.join(min(IN_TURN_S, scan.budget))
+        if in_turn.is_alive():
+            for run in queued:
+                run.start()
     entries = [f.result(scan.budget) if isinstance(f, _Run) else f for f in found]
     rows = [row for e in entries if e is not None for row in e.rows] + scan.refused
     return sorted(rows, key=lambda row: (-row.priority, row.name, row.distribution))
