@@ -75,6 +75,7 @@ __all__ = [
     "ENV_DISABLE_AUTOLOAD",
     "ENV_DISABLE_PLUGINS",
     "ENV_PLUGIN_TIMEOUT",
+    "IN_TURN_S",
     "KNOWN_HINTS",
     "autoload",
     "backends",
