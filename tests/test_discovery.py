@@ -149,6 +149,28 @@ def test_listing_imports_no_driver_binding_and_loads_no_backend() -> None:
     assert loaded == set()
 
 
+def test_listing_imports_only_what_the_rows_need() -> None:
+    # The rows need discovery, the plugins' hook modules and their probes: not the handle
+    # layer the probes' helpers are re-exported from, not the fence or the profiler, and not
+    # logging, which discovery imports only to report a plugin that misbehaves.
+    state = run_python(
+        "import json, sys, eventapi\n"
+        "eventapi.backends()\n"
+        "print(json.dumps({'modules': sorted(sys.modules)}))"
+    )
+    heavy = {
+        "eventapi.driverkit",
+        "eventapi._native",
+        "eventapi._fence",
+        "eventapi._profiler",
+        "eventapi._anchor",
+        "eventapi._selection",
+        "eventapi.host",
+        "logging",
+    }
+    assert heavy & set(state["modules"]) == set()
+
+
 def test_selecting_by_name_imports_only_that_plugin(sites: AddSites) -> None:
     sites("alpha", "beta")
     eventapi.backend("alpha")

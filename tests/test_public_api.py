@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -62,12 +65,68 @@ def test_all_is_exactly_the_public_names_and_sorted() -> None:
 
 
 def test_nothing_else_public_by_accident() -> None:
+    # dir(), not vars(): the public names are imported on first use, so vars() holds only those
+    # read so far, and dir() is what a reader (and tab completion) sees.
     public = {
         name
-        for name in vars(eventapi)
+        for name in dir(eventapi)
         if not name.startswith("_") and not isinstance(getattr(eventapi, name), type(eventapi))
     }
     assert public - {"annotations"} == PUBLIC
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_the_module() -> None:
+    with pytest.raises(AttributeError, match="module 'eventapi' has no attribute 'Nope'"):
+        eventapi.Nope  # type: ignore[attr-defined]  # noqa: B018
+    assert not hasattr(eventapi, "TYPE_CHECKING")
+
+
+def fresh_modules(code: str) -> dict[str, list[str]]:
+    """Run ``code`` in a fresh interpreter; the modules each ``# mark`` line added, by mark."""
+    script = (
+        "import json, sys\n"
+        "seen = set(sys.modules)\n"
+        "added = {}\n"
+        "def mark(label):\n"
+        "    global seen\n"
+        "    added[label] = sorted(set(sys.modules) - seen)\n"
+        "    seen = set(sys.modules)\n" + code + "\nprint(json.dumps(added))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    added: dict[str, list[str]] = json.loads(done.stdout)
+    return added
+
+
+def test_import_eventapi_imports_nothing_but_itself() -> None:
+    # What a process pays for `import eventapi` is this one module: every public name is
+    # imported when it is first read. (`from __future__ import annotations` is the one import
+    # the module itself runs; the interpreter may have loaded it already.)
+    added = fresh_modules("import eventapi\nmark('import')")
+    assert set(added["import"]) <= {"eventapi", "__future__"}
+
+
+def test_each_name_imports_only_what_it_needs() -> None:
+    added = fresh_modules(
+        "import eventapi\nmark('import')\n"
+        "eventapi.DriverError\nmark('error')\n"
+        "eventapi.EventFence\nmark('fence')\n"
+    )
+    # An error class is one small module, with no pluggy and no discovery.
+    assert [m for m in added["error"] if m.startswith("eventapi")] == ["eventapi._errors"]
+    assert "pluggy" not in added["error"]
+    # The fence needs no plugin machinery: no pluggy, no discovery, no entry point scanner.
+    for module in ("pluggy", "eventapi._discovery", "importlib.metadata", "eventapi.host"):
+        assert module not in added["fence"]
+
+
+def test_a_name_read_once_is_then_a_plain_attribute() -> None:
+    fence = eventapi.EventFence
+    assert vars(eventapi)["EventFence"] is fence
+    from eventapi import EventFence
+
+    assert EventFence is fence
 
 
 @pytest.mark.parametrize(

@@ -12,15 +12,18 @@ registered in code, of which the core's own ``host`` is one. It is lazy and cach
 * only :attr:`BackendSpec.load <eventapi.BackendSpec.load>` imports a driver binding, and only
   :func:`~eventapi.backend` calls it.
 
-A plugin is untrusted code. Each one's import, hook and probe run once, on a thread of their own,
-and are waited for at most :data:`DEFAULT_PLUGIN_TIMEOUT` seconds (``EVENTAPI_PLUGIN_TIMEOUT``
-changes it); plugins run side by side, so listing them all takes about the slowest one, never
-more than the budget. One that cannot be imported, raises (``SystemExit`` included) in its
-hook, yields something that is not a matching :class:`~eventapi.BackendSpec`, was built for
-another major of the plugin contract, has a probe that raises, or does not finish within the
-budget is listed as ``broken: <error>``; every other backend keeps working. A plugin that
-crashed the process while running there is quarantined on the next run
-(:mod:`eventapi._quarantine`). The embedded ``host`` is this package's own code and runs inline.
+A plugin is untrusted code. Each one's import, hook and probe run once, never on the caller's
+thread, and are waited for at most :data:`DEFAULT_PLUGIN_TIMEOUT` seconds from the call
+(``EVENTAPI_PLUGIN_TIMEOUT`` changes it). :func:`backends` runs the plugins in turn on one
+thread, and after :data:`IN_TURN_S` gives each plugin not yet started a thread of its own, so
+listing takes about the quick ones' total or the slowest one, never more than the budget;
+:func:`entry` runs the one plugin it needs on a thread of its own. One that cannot be
+imported, raises (``SystemExit`` included) in its hook, yields something that is not a matching
+:class:`~eventapi.BackendSpec`, was built for another major of the plugin contract, has a probe
+that raises, or does not finish within the budget is listed as ``broken: <error>``; every
+other backend keeps working. A plugin that crashed the process while running there is
+quarantined on the next run (:mod:`eventapi._quarantine`). The embedded ``host`` is this
+package's own code and runs inline.
 
 Names decided from metadata alone, without importing anything: two distributions claiming one
 name are a conflict (both broken; selecting the name raises :class:`~eventapi.BackendError`);
@@ -43,17 +46,16 @@ cached was built from a discovery since forgotten.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Final, NamedTuple, final
 
 import pluggy
 
+from ._logger import logger
 from ._plugin import (
     ENTRY_POINT_GROUP,
     NAME_PATTERN,
@@ -66,13 +68,14 @@ from ._plugin import (
 )
 
 if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
+    from importlib.metadata import Distribution, EntryPoint
 
 __all__ = [
     "DEFAULT_PLUGIN_TIMEOUT",
     "ENV_DISABLE_AUTOLOAD",
     "ENV_DISABLE_PLUGINS",
     "ENV_PLUGIN_TIMEOUT",
+    "IN_TURN_S",
     "KNOWN_HINTS",
     "autoload",
     "backends",
@@ -83,7 +86,6 @@ __all__ = [
     "unregister",
 ]
 
-_log = logging.getLogger("eventapi")
 
 ENV_DISABLE_AUTOLOAD: Final = "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD"
 ENV_DISABLE_PLUGINS: Final = "EVENTAPI_DISABLE_PLUGINS"
@@ -107,9 +109,9 @@ KNOWN_HINTS: Final = {
 _NAME_RE: Final = re.compile(NAME_PATTERN)
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class _Candidate:
+# NamedTuples, not dataclasses: both are immutable values, and these cost a tenth as much to
+# define, which every process that lists backends pays (dataclasses exec generated code).
+class _Candidate(NamedTuple):
     """A plugin that claims a backend name, before its module is imported."""
 
     name: str
@@ -126,9 +128,7 @@ class _Candidate:
         return f"{self.distribution} {self.version}".strip()
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     """What discovery knows about one backend name: its rows, and the spec when it is sound."""
 
     rows: tuple[BackendInfo, ...]
@@ -158,7 +158,7 @@ def _budget() -> float:
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        _log.warning(
+        logger().warning(
             "%s=%r is not a positive number of seconds; using %g",
             ENV_PLUGIN_TIMEOUT,
             raw,
@@ -182,19 +182,23 @@ def _one_line(text: str) -> str:
 
 @final
 class _Run:
-    """One plugin's import, hook and probe: run once on a thread of its own, waited with a deadline.
+    """One plugin's import, hook and probe: run once off the caller's thread, with a deadline.
 
-    The first waiter past the deadline publishes a timed-out entry; the plugin may still be
-    running, and what it returns later is dropped, so every caller sees one answer.
+    The deadline is set when the run is created: ``budget`` seconds later. The run is *claimed*
+    by the one thread that runs it: the thread of :func:`_run_in_turn`, or a thread of its own
+    that :meth:`start` (or a waiter, in :meth:`result`) gives it. The first waiter past the
+    deadline publishes a timed-out entry; the plugin may still be running, and what it returns
+    later is dropped, so every caller sees one answer.
     """
 
-    __slots__ = ("_candidate", "_deadline", "_done", "_entry", "_lock", "spec", "stage")
+    __slots__ = ("_candidate", "_claimed", "_deadline", "_done", "_entry", "_lock", "spec", "stage")
 
     def __init__(self, candidate: _Candidate, budget: float) -> None:
         self._candidate = candidate
         self._deadline = time.monotonic() + budget
         self._done = threading.Event()
         self._lock = threading.Lock()
+        self._claimed = False
         self._entry: _Entry | None = None
         # Written by the plugin's thread as it goes, read for a timeout's message.
         self.stage = f"importing {candidate.target}"
@@ -204,11 +208,20 @@ class _Run:
     def finished(self) -> bool:
         return self._entry is not None
 
-    def start(self) -> None:
-        name = f"eventapi-plugin-{self._candidate.name}"
-        threading.Thread(target=self._work, name=name, daemon=True).start()
+    def claim(self) -> bool:
+        """True for the one caller that is to run the plugin; False once a thread runs it."""
+        with self._lock:
+            claimed, self._claimed = self._claimed, True
+        return not claimed
 
-    def _work(self) -> None:
+    def start(self) -> None:
+        """Run the plugin on a thread of its own, unless a thread already runs it."""
+        if self.claim():
+            name = f"eventapi-plugin-{self._candidate.name}"
+            threading.Thread(target=self.work, name=name, daemon=True).start()
+
+    def work(self) -> None:
+        """Import, hook and probe, on the calling thread; only the claimant calls this."""
         # Imported here, as importlib.metadata is: `import eventapi` pays for neither.
         from . import _quarantine
 
@@ -229,10 +242,15 @@ class _Run:
         return published
 
     def result(self, budget: float) -> _Entry:
-        """The entry, waiting for the plugin at most until the deadline."""
+        """The entry, waiting for the plugin at most until the deadline.
+
+        A run no thread has claimed yet (queued behind a slow plugin in :func:`_run_in_turn`)
+        is started on a thread of its own first, so that it still has its budget.
+        """
         entry = self._entry
         if entry is not None:
             return entry
+        self.start()
         if self._done.wait(max(0.0, self._deadline - time.monotonic())):
             assert self._entry is not None  # set before the event
             return self._entry
@@ -244,6 +262,35 @@ class _Run:
             f"{self._candidate.name} to {ENV_DISABLE_PLUGINS}"
         )
         return self._publish(_Entry((_broken(self._candidate, reason, priority=priority),), None))
+
+
+IN_TURN_S: Final = 0.05
+"""Seconds :func:`backends` lets the plugins run in turn on one thread before each still
+waiting gets a thread of its own.
+
+Nearly every plugin's import, hook and probe take well under a millisecond to a few
+milliseconds, and one thread running them in turn hands the interpreter lock back and forth
+with the caller twice in all, where a thread per plugin does it several times per plugin: on a
+loaded machine each hand-off costs a wake-up. A plugin that takes longer (a probe initializing
+a real driver) holds up the ones behind it for this long at most, a small part of their
+budget, after which they run side by side as before.
+"""
+
+
+def _run_in_turn(runs: list[_Run]) -> threading.Thread:
+    """Run ``runs`` one after the other on one new thread, and return it; join it to wait.
+
+    A run some other thread claimed meanwhile is skipped.
+    """
+
+    def work() -> None:
+        for run in runs:
+            if run.claim():
+                run.work()
+
+    thread = threading.Thread(target=work, name="eventapi-plugins", daemon=True)
+    thread.start()
+    return thread
 
 
 # -- one scan ---------------------------------------------------------------------------------
@@ -278,8 +325,12 @@ class _Scan:
         self._decided: dict[str, _Entry] = {}
         self._runs: dict[str, _Run] = {}
 
-    def prepare(self, name: str) -> _Entry | _Run | None:
-        """What answers for ``name``: an entry already known, a run (started), or None."""
+    def prepare(self, name: str, *, start: bool = True) -> _Entry | _Run | None:
+        """What answers for ``name``: an entry already known, a run, or None.
+
+        A new run is started on a thread of its own, unless ``start`` is false: then the
+        caller runs it (:func:`_run_in_turn`), or :meth:`_Run.result` starts it.
+        """
         candidates = self.claims.get(name)
         if candidates is None:
             return None
@@ -298,7 +349,7 @@ class _Scan:
                     self._decided[name] = known = decided
                 else:
                     new_run = self._runs[name] = known = _Run(candidates[0], self.budget)
-        if new_run is not None:
+        if new_run is not None and start:
             new_run.start()
         return known
 
@@ -474,7 +525,7 @@ def _resolve(candidate: _Candidate, run: _Run | None) -> _Entry:
             run.stage = "in its probe"
         reason = _probe(spec)
     except _BrokenPluginError as exc:
-        _log.debug("backend %r (%s) is broken: %s", candidate.name, candidate.label, exc)
+        logger().debug("backend %r (%s) is broken: %s", candidate.name, candidate.label, exc)
         priority = spec.priority if spec is not None else 0
         return _Entry((_broken(candidate, str(exc), priority=priority, spec=spec),), None)
     if reason is None:
@@ -491,7 +542,7 @@ def _load_spec(candidate: _Candidate, run: _Run | None) -> BackendSpec:
     try:
         plugin = candidate.load_plugin()
     except BaseException as exc:  # the plugin's failure, see above
-        _log.debug("importing %s failed", candidate.target, exc_info=True)
+        logger().debug("importing %s failed", candidate.target, exc_info=True)
         raise _BrokenPluginError(f"cannot import {candidate.target}: {_describe(exc)}") from exc
     if run is not None:
         run.stage = "in its eventapi_backends hook"
@@ -520,16 +571,39 @@ def _load_spec(candidate: _Candidate, run: _Run | None) -> BackendSpec:
     except _BrokenPluginError:
         raise
     except BaseException as exc:  # the plugin's failure, see above
-        _log.debug("eventapi_backends of %s raised", candidate.target, exc_info=True)
+        logger().debug("eventapi_backends of %s raised", candidate.target, exc_info=True)
         raise _BrokenPluginError(f"eventapi_backends raised {_describe(exc)}") from exc
     return _check_specs(candidate, specs)
 
 
 def _from_entry_point(ep: EntryPoint) -> _Candidate:
     dist = ep.dist
-    distribution = dist.name if dist is not None else "?"
-    version = dist.version if dist is not None else "?"
+    distribution, version = ("?", "?") if dist is None else _name_and_version(dist)
     return _Candidate(ep.name, distribution, version, ep.value, ep.load)
+
+
+def _name_and_version(dist: Distribution) -> tuple[str, str]:
+    """The distribution's ``Name`` and ``Version``, read from its metadata's header.
+
+    ``dist.name`` and ``dist.version`` each parse the whole metadata file with the email
+    package (so twice per distribution); both fields are single header lines, so reading the
+    header up to its first blank line finds them at a fraction of the cost. Falls back to
+    importlib.metadata where the header lacks either.
+    """
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the header ends at the first blank line
+        if line[0].isspace():
+            continue  # a continuation of the field before
+        key, colon, value = line.partition(":")
+        key = key.strip().lower()
+        if colon and key in ("name", "version"):
+            found.setdefault(key, value.strip())
+    if "name" in found and "version" in found:
+        return found["name"], found["version"]
+    return dist.name, dist.version
 
 
 def _normalize(distribution: str) -> str:
@@ -631,7 +705,7 @@ def _probe(spec: BackendSpec) -> str | None:
     try:
         reason: object = spec.probe()
     except BaseException as exc:  # the plugin's failure, see _load_spec
-        _log.debug("probe of backend %r raised", spec.name, exc_info=True)
+        logger().debug("probe of backend %r raised", spec.name, exc_info=True)
         raise _BrokenPluginError(f"probe raised {_describe(exc)}") from exc
     if reason is None:
         return None
@@ -666,15 +740,27 @@ os.register_at_fork(after_in_child=_registry.after_fork)
 def backends() -> list[BackendInfo]:
     """Every backend discovery found, sorted by priority (highest first), then name.
 
-    Imports each plugin's light hook module and runs its probe, every plugin on a thread of its
-    own and side by side, waiting for each at most ``EVENTAPI_PLUGIN_TIMEOUT`` seconds
-    (:data:`DEFAULT_PLUGIN_TIMEOUT` by default); imports no driver binding and loads no
-    backend. A broken plugin is a row with status ``broken: <error>``, never an exception, and
-    what it prints goes where the process's output goes. Thread-safe.
+    Imports each plugin's light hook module and runs its probe off the calling thread: in turn
+    on one thread, and each plugin still waiting after :data:`IN_TURN_S` on a thread of its own,
+    side by side. Waits for each at most ``EVENTAPI_PLUGIN_TIMEOUT`` seconds
+    (:data:`DEFAULT_PLUGIN_TIMEOUT` by default) from the call; imports no driver binding and
+    loads no backend. A broken plugin is a row with status ``broken: <error>``, never an
+    exception, and what it prints goes where the process's output goes. Thread-safe.
     """
     scan = _registry.scan()
-    # Start every plugin before waiting for any, so that they run side by side.
-    found = [scan.prepare(name) for name in scan.claims]
+    found = [scan.prepare(name, start=False) for name in scan.claims]
+    queued = [f for f in found if isinstance(f, _Run) and not f.finished]
+    if queued:
+        # The usual case: every plugin done in turn, and the caller woken once, as the thread
+        # ends. (Joining wakes it as the thread lets go of the interpreter lock; an event set
+        # just before would wake it to wait for the lock, measured a millisecond later.)
+        # Otherwise each plugin not yet started gets a thread of its own, so that a slow one
+        # holds up no other.
+        in_turn = _run_in_turn(queued)
+        in_turn.join(min(IN_TURN_S, scan.budget))
+        if in_turn.is_alive():
+            for run in queued:
+                run.start()
     entries = [f.result(scan.budget) if isinstance(f, _Run) else f for f in found]
     rows = [row for e in entries if e is not None for row in e.rows] + scan.refused
     return sorted(rows, key=lambda row: (-row.priority, row.name, row.distribution))
@@ -702,7 +788,7 @@ def register(
 
     Private: for tests and embedding applications. A plugin registered here survives
     ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and :func:`refresh`; its hook and probe run as any
-    plugin's do, on a thread of their own within the budget. Raises ValueError if ``name`` is
+    plugin's do, off the caller's thread within the budget. Raises ValueError if ``name`` is
     already registered in code, is reserved (``host``, ``cuda``, ``hip``) or is not a backend
     name.
     """

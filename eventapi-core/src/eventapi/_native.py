@@ -13,8 +13,9 @@ pieces here implement that convention once; :mod:`eventapi.driverkit` re-exports
   through one shared C trampoline, and logs what it raises;
 * :func:`foreign_stream_handle` reads the integer handle out of a stream the backend did not
   create;
-* :func:`open_driver_library` and :func:`c_int_out` let a plugin's probe ask the driver
-  library questions through :mod:`ctypes`, without importing the binding.
+* :func:`open_driver_library` and :func:`c_int_out` (from :mod:`eventapi._probing`, where a
+  probe imports them without this module) let a plugin's probe ask the driver library
+  questions through :mod:`ctypes`, without importing the binding.
 """
 
 from __future__ import annotations
@@ -25,12 +26,10 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
 from ._errors import DriverError, EventStateError
-
-if TYPE_CHECKING:
-    import ctypes
+from ._probing import c_int_out, open_driver_library
 
 __all__ = [
     "DriverCalls",
@@ -359,46 +358,3 @@ def foreign_stream_handle(
             return handle
         return None
     return None
-
-
-# -- probes ---------------------------------------------------------------------------------
-
-
-def open_driver_library(names: Sequence[str | bytes]) -> ctypes.CDLL | None:
-    """The first of ``names`` that is already mapped into the process or can be loaded.
-
-    A library preloaded (``LD_PRELOAD``) or loaded by another package is found by its soname
-    without a search, which ``ctypes.util.find_library`` would miss; otherwise a real
-    ``dlopen`` is tried, which is what the binding will do next anyway.
-    """
-    import ctypes
-
-    noload = getattr(os, "RTLD_NOLOAD", 0)
-    for name in names:
-        path = os.fsdecode(name)
-        if noload:
-            try:
-                return ctypes.CDLL(path, mode=noload | ctypes.RTLD_GLOBAL)
-            except OSError:
-                pass
-        try:
-            return ctypes.CDLL(path)
-        except OSError:
-            continue
-    return None
-
-
-def c_int_out(library: ctypes.CDLL, function: str) -> tuple[int, int]:
-    """Call ``status function(int *out)`` through ctypes; return ``(status, out)``.
-
-    A symbol the library lacks gives status -1.
-    """
-    import ctypes
-
-    fn = getattr(library, function, None)
-    if fn is None:
-        return -1, 0
-    fn.restype = ctypes.c_int
-    out = ctypes.c_int(0)
-    status = int(fn(ctypes.byref(out)))
-    return status, out.value

@@ -24,15 +24,15 @@ a convenience for the next run, never a reason for discovery to fail.
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import threading
 import time
 from typing import Final, final
 
+from ._logger import logger
+
 __all__ = ["Guard", "crashed_before"]
 
-_log = logging.getLogger("eventapi")
 
 # Plain os calls, not pathlib: its glob and first uses cost milliseconds in a fresh process, as
 # much as the plugins' own imports (measured), and this runs in every first listing.
@@ -103,7 +103,7 @@ def _discard(path: str) -> None:
     except FileNotFoundError:
         pass
     except OSError:
-        _log.debug("cannot remove %s", path, exc_info=True)
+        logger().debug("cannot remove %s", path, exc_info=True)
 
 
 # Markers this process wrote and has not removed: a plugin still running (timed out) when the
@@ -153,7 +153,7 @@ class Guard:
             with open(path, "w", encoding="utf-8") as marker:
                 marker.write(self._record)
         except OSError:
-            _log.debug("cannot write a probe marker; running unguarded", exc_info=True)
+            logger().debug("cannot write a probe marker; running unguarded", exc_info=True)
             return self
         self._path = path
         with _open_lock:

@@ -13,7 +13,11 @@ from collections.abc import Iterator
 
 import eventapi
 from eventapi import BackendSpec
-from eventapi.driverkit import c_int_out, open_driver_library
+
+# eventapi.driverkit re-exports these two, but importing it imports the whole handle layer,
+# and this module is imported wherever backends are listed. This plugin is released with
+# eventapi-core at one version, so it may import them from where they are defined.
+from eventapi._probing import c_int_out, open_driver_library
 
 __all__ = ["eventapi_backends", "load", "probe"]
 
