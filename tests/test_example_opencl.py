@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from kit_run import KIT
+from test_examples import SCRIPTS, run_example
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "eventapi-opencl"
@@ -138,3 +139,11 @@ def test_the_readme_program_runs(python: Path) -> None:
     name, duration, unit = output.split()
     assert (name, unit) == ("copy", "ns")
     assert int(duration) > 0
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[script.stem for script in SCRIPTS])
+def test_the_examples_run_on_opencl(python: Path, script: Path, tmp_path: Path) -> None:
+    env = clean_env()
+    env["EVENTAPI_BACKEND"] = "opencl"
+    output = run_example(python, script, env, tmp_path)
+    assert output.startswith("opencl") or "opencl:" in output

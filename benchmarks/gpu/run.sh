@@ -7,7 +7,8 @@
 # on PYTHONPATH with the package metadata discovery reads), then runs, each under its own
 # timeout: `eventapi backends`, the conformance kit on the real cuda backend (by name, then
 # from the class, which adds the second-object checks), `eventapi check cuda`,
-# benchmarks/fence_window.py cuda and benchmarks/gpu/measure.py. A failing step is recorded and
+# benchmarks/fence_window.py cuda, benchmarks/gpu/measure.py and the PyTorch, CuPy and trace
+# examples in examples/. A failing step is recorded and
 # the next one runs. Everything is written under $OUT (default ./gpu-results): one log per step,
 # status.tsv (step, exit status, seconds), fence_window.json and measure.json. The exit status
 # is the number of failed steps (0: all passed).
@@ -90,6 +91,12 @@ step conformance_factory 45 "$PYTHON" -m pytest -q -p no:cacheprovider --pyargs 
 step check 40 "$PYTHON" -m eventapi check cuda
 step fence_window 40 "$PYTHON" benchmarks/fence_window.py cuda --json "$OUT/fence_window.json"
 step measure 60 "$PYTHON" benchmarks/gpu/measure.py --backend cuda --out "$OUT"
+# The framework examples on the real stream types; 77 is an example's "skipped" (no torch, no
+# cupy here), which the log says, and is not a failure.
+for example in torch_stream cupy_stream training_profile; do
+    step "example_$example" 60 sh -c '"$0" "$1" "$2"; s=$?; [ "$s" -eq 77 ] && s=0; exit "$s"' \
+        "$PYTHON" "examples/$example.py" "$OUT/$example.json"
+done
 
 echo "== status (also in $OUT/status.tsv): $FAILED step(s) failed"
 cat "$OUT/status.tsv"
