@@ -9,6 +9,9 @@ OpenCL's event model matches the one eventapi is built on, with one difference o
   fills with the new marker: a re-recorded event then marks its latest record, as in CUDA;
 * a stream **waits** on an event with a barrier whose wait list is the marker
   (``clEnqueueBarrierWithWaitList``): the device waits, the host does not;
+* a **host function** is a marker, then a barrier on a user event: a thread of the backend
+  waits for the marker, runs the function and completes the user event, so later work on the
+  queue waits for the function, as a CUDA host function holds its stream;
 * **elapsed** time is read from the markers' ``CL_PROFILING_COMMAND_END`` counters, device
   nanoseconds on one clock for every queue of a context.
 
@@ -19,12 +22,15 @@ spells the OpenCL calls.
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
 
 import pyopencl as cl
 
 from eventapi import BackendUnavailableError, DriverError, EventStateError
-from eventapi.driverkit import EventQueryMixin
+from eventapi.driverkit import EventQueryMixin, HostFuncMixin
 
 __all__ = ["Marker", "OpenCLBackend"]
 
@@ -33,6 +39,7 @@ _COMPLETE: Final = cl.command_execution_status.COMPLETE
 # CL_PROFILING_INFO_NOT_AVAILABLE: OpenCL's answer for the counters of a command that has not
 # completed, which is eventapi's "not ready".
 _PROFILING_INFO_NOT_AVAILABLE: Final = -7
+_log = logging.getLogger("eventapi")
 
 
 @final
@@ -87,8 +94,22 @@ def _devices() -> list[cl.Device]:
     return [device for platform in platforms for device in platform.get_devices()]
 
 
+def _run_host_func(reached: cl.Event, gate: cl.UserEvent, fn: Callable[[], object]) -> None:
+    """On the host function's own thread: wait for the queue to reach it, run it, release it."""
+    try:
+        reached.wait()
+        fn()
+    except BaseException:
+        # Nowhere to raise to (the caller enqueued and left), as on a driver's callback thread.
+        _log.exception("opencl: host function %r raised; the queue went on", fn)
+    finally:
+        gate.set_status(_COMPLETE)
+
+
 @final
-class OpenCLBackend(EventQueryMixin[Marker, "cl.CommandQueue"]):
+class OpenCLBackend(
+    EventQueryMixin[Marker, "cl.CommandQueue"], HostFuncMixin[Marker, "cl.CommandQueue"]
+):
     """The ``opencl`` backend: one object per OpenCL device, with a context of its own.
 
     ``device`` indexes every platform's devices in order (``eventapi.backend("opencl:1")``).
@@ -207,6 +228,26 @@ class OpenCLBackend(EventQueryMixin[Marker, "cl.CommandQueue"]):
         except cl.Error as exc:
             raise _driver_error("clFlush", exc) from exc
 
+    def _raw_launch_host_func(self, stream: cl.CommandQueue, fn: Callable[[], object]) -> None:
+        try:
+            reached = cl.enqueue_marker(stream)
+            gate = cl.UserEvent(self.context)
+            cl.enqueue_barrier(stream, wait_for=[gate])
+            stream.flush()
+        except cl.Error as exc:
+            raise _driver_error("clEnqueueBarrierWithWaitList", exc) from exc
+        # A thread per call, not one per backend: a host function may wait for another queue's,
+        # which a single thread running them in turn would deadlock.
+        runner = threading.Thread(
+            target=_run_host_func, args=(reached, gate, fn), name="eventapi-opencl-host-func"
+        )
+        runner.daemon = True
+        try:
+            runner.start()
+        except BaseException:
+            gate.set_status(_COMPLETE)  # never leave the queue held by a function that won't run
+            raise
+
     def _adopt_stream(self, stream: object) -> cl.CommandQueue | None:
         if not isinstance(stream, cl.CommandQueue) or stream.context != self.context:
             return None
@@ -219,9 +260,10 @@ class OpenCLBackend(EventQueryMixin[Marker, "cl.CommandQueue"]):
 
 
 if TYPE_CHECKING:
-    from eventapi import EventApi, SupportsEventQuery
+    from eventapi import EventApi, SupportsEventQuery, SupportsHostFunc
     from eventapi.driverkit import Event, Stream
 
     def _conforms(backend: OpenCLBackend) -> None:
         _api: EventApi[Event[Marker], Stream[cl.CommandQueue]] = backend
         _query: SupportsEventQuery[Event[Marker]] = backend
+        _host_func: SupportsHostFunc[Stream[cl.CommandQueue]] = backend
