@@ -84,10 +84,17 @@ def _changelog(app: Any, docname: str, source: list[str]) -> None:
         source[0] = changelog.read_text()
 
 
+# Guides written alongside this site, listed after the profiling guide once their page exists.
+LATER_GUIDES = [name for name in ("traces", "bench") if (ROOT / "docs" / f"{name}.md").is_file()]
+
+
 def _api_pages(app: Any, docname: str, source: list[str]) -> None:
-    """The API index lists the trace page when eventapi.trace exists."""
+    """The indexes list the trace reference and the later guides once they exist."""
     if docname == "api/index" and HAS_TRACE:
         source[0] = source[0].replace("\ntesting\n", "\ntesting\ntrace\n", 1)
+    if docname == "index" and LATER_GUIDES:
+        guides = "".join(f"{name}\n" for name in LATER_GUIDES)
+        source[0] = source[0].replace("\nprofiling\n", f"\nprofiling\n{guides}", 1)
 
 
 def _google_sections_only(app: Any, what: str, *args: Any) -> None:
