@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 
 import numpy as np
+import numpy.typing as npt
 import pyopencl as cl
 import pytest
 
@@ -50,7 +51,9 @@ def scale(api: OpenCLBackend) -> cl.Kernel:
     except cl.RuntimeError as exc:
         # PoCL 3.0's compiler does not know some virtualised CPUs ("unknown target CPU
         # 'generic'"); the rest of the backend needs no compiler.
-        pytest.skip(f"this OpenCL device cannot compile kernels here: {exc}".splitlines()[0])
+        errors = [line for line in str(exc).splitlines() if line.startswith("error:")]
+        reason = errors[0] if errors else str(exc).splitlines()[0]
+        pytest.skip(f"{api.device_name} cannot compile kernels here: {reason}")
     return program.scale
 
 
@@ -62,7 +65,7 @@ def test_backend_is_selected_by_name_and_is_one_object_per_device(api: OpenCLBac
 
 
 def test_a_fence_guards_a_buffer_a_copy_writes(api: OpenCLBackend, queue: cl.CommandQueue) -> None:
-    host = np.arange(SIZE // 4, dtype=np.float32)
+    host: npt.NDArray[np.float32] = np.arange(SIZE // 4, dtype=np.float32)
     device = cl.Buffer(api.context, cl.mem_flags.READ_WRITE, size=SIZE)
     back = np.zeros_like(host)
     cl.enqueue_copy(queue, device, host, is_blocking=False)
@@ -85,7 +88,7 @@ def test_a_fence_guards_a_buffer_a_copy_writes(api: OpenCLBackend, queue: cl.Com
 def test_a_fence_around_a_kernel(
     api: OpenCLBackend, queue: cl.CommandQueue, scale: cl.Kernel
 ) -> None:
-    host = np.ones(SIZE // 4, dtype=np.float32)
+    host: npt.NDArray[np.float32] = np.ones(SIZE // 4, dtype=np.float32)
     device = cl.Buffer(
         api.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host
     )
@@ -100,7 +103,7 @@ def test_a_fence_around_a_kernel(
 def test_another_queue_waits_for_the_fence_on_the_device(
     api: OpenCLBackend, queue: cl.CommandQueue
 ) -> None:
-    host = np.arange(SIZE // 4, dtype=np.float32)
+    host: npt.NDArray[np.float32] = np.arange(SIZE // 4, dtype=np.float32)
     device = cl.Buffer(api.context, cl.mem_flags.READ_WRITE, size=SIZE)
     back = np.zeros_like(host)
     other = api.stream_create_non_blocking()
@@ -116,7 +119,7 @@ def test_another_queue_waits_for_the_fence_on_the_device(
 
 
 def test_windows_time_a_copy_and_a_kernel(api: OpenCLBackend, queue: cl.CommandQueue) -> None:
-    host = np.ones(SIZE // 4, dtype=np.float32)
+    host: npt.NDArray[np.float32] = np.ones(SIZE // 4, dtype=np.float32)
     src = cl.Buffer(api.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
     dst = cl.Buffer(api.context, cl.mem_flags.READ_WRITE, size=SIZE)
     try:
