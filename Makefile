@@ -3,6 +3,9 @@
 #              on host and on cuda and hip over the emulated drivers; then `make matrix`
 # make matrix  pytest and the conformance kit on every other supported CPython (3.11 to 3.13),
 #              each in its own .venv-3.X; an interpreter not found is skipped with a message
+# make docs    build the documentation site into build/docs/html, warnings as errors; read it
+#              with `python -m http.server -d build/docs/html` (http://localhost:8000)
+# make dist    build the three distributions into build/dist and check them (one version, twine)
 # Both create .venv on first use and are idempotent. `make test MATRIX_VERSIONS=` tests only
 # .venv's interpreter, for a quicker loop while developing.
 
@@ -16,7 +19,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra -Werror -std=c11
 EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
-.PHONY: all check test lint typecheck pytest conformance matrix fuzz soak emulated bench clean
+.PHONY: all check test lint typecheck pytest conformance matrix fuzz soak emulated bench docs dist clean
 
 all: test
 
@@ -98,7 +101,27 @@ matrix: $(STAMP) emulated
 		$(MAKE) --no-print-directory VENV=.venv-$$v PYTHON=$$py pytest conformance; \
 	done
 
-test: lint typecheck pytest conformance matrix
+# The site, with warnings as errors and every reference checked (-n): a broken link, a missing
+# page or a docstring reference that no longer resolves fails the build. -E rereads every page,
+# since Sphinx does not notice a changed docstring. tests/test_docs.py uses the same flags.
+SPHINXFLAGS := -W --keep-going -n -E -q
+
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -b html $(SPHINXFLAGS) docs build/docs/html
+
+# The three distributions, sdist and wheel each, into build/dist; one version for all three,
+# and metadata that twine accepts (the long description renders, the fields are valid).
+DISTRIBUTIONS := eventapi-core eventapi-cuda eventapi-hip
+
+dist: $(STAMP)
+	rm -rf build/dist
+	for d in $(DISTRIBUTIONS); do $(BIN)/python -m build -q --outdir build/dist $$d || exit 1; done
+	$(BIN)/python -c 'import pathlib, sys; \
+		versions = {p.name.split("-")[1] for p in pathlib.Path("build/dist").glob("*.whl")}; \
+		sys.exit(f"versions differ: {sorted(versions)}" if len(versions) != 1 else None)'
+	$(BIN)/twine check --strict build/dist/*
+
+test: lint typecheck docs pytest conformance matrix
 
 # The kit's state machines with a longer budget, on every backend from its class (so handles
 # of a second backend object are among the random arguments): make fuzz FUZZ_EXAMPLES=5000

@@ -10,10 +10,10 @@
 # benchmarks/fence_window.py cuda, benchmarks/wait_cpu.py cuda (what a thread waiting on a fence
 # costs in CPU, and how fast a short wait wakes) and benchmarks/gpu/measure.py (the window and
 # fence against the raw binding, cuda.core, torch.cuda.Event and cupy.cuda.Event, and the
-# anchor's true error). A failing step is recorded and the next one runs. Everything is written
-# under $OUT (default ./gpu-results): one log per step, status.tsv (step, exit status,
-# seconds), fence_window.json, wait_cpu.json and measure.json. The exit status is the number
-# of failed steps (0: all passed).
+# anchor's true error), then the PyTorch, CuPy and trace examples in examples/. A failing step
+# is recorded and the next one runs. Everything is written under $OUT (default ./gpu-results):
+# one log per step, status.tsv (step, exit status, seconds), fence_window.json, wait_cpu.json
+# and measure.json. The exit status is the number of failed steps (0: all passed).
 #
 # Without a GPU it runs on the emulated driver, to check the script itself:
 # `make emulated && LD_PRELOAD=$PWD/build/emulated/libcuda.so.1 PYTHON=.venv/bin/python
@@ -99,6 +99,12 @@ step check 40 "$PYTHON" -m eventapi check cuda
 step fence_window 40 "$PYTHON" benchmarks/fence_window.py cuda --json "$OUT/fence_window.json"
 step wait_cpu 30 "$PYTHON" benchmarks/wait_cpu.py cuda --json "$OUT/wait_cpu.json"
 step measure 90 "$PYTHON" benchmarks/gpu/measure.py --backend cuda --out "$OUT"
+# The framework examples on the real stream types; 77 is an example's "skipped" (no torch, no
+# cupy here), which the log says, and is not a failure.
+for example in torch_stream cupy_stream training_profile; do
+    step "example_$example" 60 sh -c '"$0" "$1" "$2"; s=$?; [ "$s" -eq 77 ] && s=0; exit "$s"' \
+        "$PYTHON" "examples/$example.py" "$OUT/$example.json"
+done
 
 echo "== status (also in $OUT/status.tsv): $FAILED step(s) failed"
 cat "$OUT/status.tsv"

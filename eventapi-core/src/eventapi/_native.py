@@ -56,7 +56,7 @@ Describe = Callable[[Any], tuple[str | None, str | None]]
 
 @final
 class DriverCalls:
-    """Runs one binding's calls and translates their failures into :class:`DriverError`.
+    """Runs one binding's calls and translates their failures into :class:`~eventapi.DriverError`.
 
     ``describe`` asks the driver for a status code's name and text (``cuGetErrorName`` and
     ``cuGetErrorString``, say); each code is looked up once and cached. ``not_ready`` is the
@@ -107,8 +107,8 @@ class DriverCalls:
     def __call__(self, fn: Callable[..., Any], *args: object) -> Any:
         """Call ``fn(*args)``; return what follows the status: None, one value, or a tuple.
 
-        Raises :class:`DriverError` when the status is not success (0), or at once, without
-        calling, once the device context was lost (:attr:`lost`).
+        Raises :class:`~eventapi.DriverError` when the status is not success (0), or at once,
+        without calling, once the device context was lost (:attr:`lost`).
         """
         lost = self.lost
         if lost is not None:
@@ -159,7 +159,7 @@ class DriverCalls:
             os.sched_yield()
 
     def error(self, call: str, status: Any) -> DriverError:
-        """The :class:`DriverError` for ``status`` returned by the driver call ``call``.
+        """The :class:`~eventapi.DriverError` for ``status`` returned by the driver call ``call``.
 
         A sticky code also marks the device context lost (:attr:`lost`).
         """
@@ -188,7 +188,7 @@ class DriverCalls:
         )
 
     def unreachable(self, fn: Callable[..., Any], exc: BaseException) -> DriverError:
-        """The :class:`DriverError` for a call the binding could not make at all."""
+        """The :class:`~eventapi.DriverError` for a call the binding could not make at all."""
         missing = self._missing
         return DriverError(
             self._backend,

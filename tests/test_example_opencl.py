@@ -1,0 +1,159 @@
+"""The third-party example, examples/eventapi-opencl, installed and tested as its author would.
+
+It goes into a virtual environment of its own, beside a wheel of eventapi-core freshly built
+from this checkout: installed in the main one, a usable ``opencl`` backend (priority 50) would
+become every other test's default. There the ``opencl`` backend runs on PoCL's CPU device,
+discovery lists it usable, and the conformance kit passes on it by name and by class, as do the
+example's own tests (a fence around a kernel, windows around a copy and a kernel).
+
+The environment is kept in build/opencl-venv-3.X and rebuilt only when eventapi-core's or the
+example's sources change (a hash of them is stored beside it), so a warm run installs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kit_run import KIT
+from test_examples import SCRIPTS, run_example
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "eventapi-opencl"
+CORE = ROOT / "eventapi-core"
+REQUIREMENTS = ROOT / "requirements-dev.txt"  # its pins constrain the example's dependencies
+VENV = ROOT / "build" / f"opencl-venv-{sys.version_info.major}.{sys.version_info.minor}"
+# Generous: a cold build downloads pyopencl and numpy; a warm run takes seconds.
+INSTALL_TIMEOUT_S = 600
+RUN_TIMEOUT_S = 120
+SKIP_DIRS = {"build", "__pycache__", ".pytest_cache"}
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without anything that would steer eventapi or the import system."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("EVENTAPI_", "EMU_"))
+        and key not in {"PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV"}
+    }
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run(*args: str | Path, cwd: Path, timeout: float = RUN_TIMEOUT_S) -> str:
+    done = subprocess.run(
+        [str(arg) for arg in args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=clean_env(),
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, (
+        f"{' '.join(map(str, args))} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+    )
+    return done.stdout
+
+
+def sources_hash() -> str:
+    """A hash of every source file of eventapi-core and the example, and of this interpreter."""
+    digest = hashlib.sha256(sys.version.encode())
+    digest.update(REQUIREMENTS.read_bytes())
+    for folder in (CORE, EXAMPLE):
+        for path in sorted(folder.rglob("*")):
+            parts = path.relative_to(folder).parts
+            skipped = any(part in SKIP_DIRS or part.endswith(".egg-info") for part in parts)
+            if path.is_file() and not skipped:
+                digest.update(str(path.relative_to(ROOT)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def copy_source(source: Path, target: Path) -> Path:
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(source, target, ignore=ignore)
+    return target
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a venv holding a fresh eventapi-core wheel and the example, with [pocl]."""
+    key = sources_hash()
+    stamp = VENV / "sources.sha256"
+    interpreter = VENV / "bin" / "python"
+    if stamp.is_file() and stamp.read_text() == key and interpreter.exists():
+        return interpreter
+    shutil.rmtree(VENV, ignore_errors=True)
+    base = tmp_path_factory.mktemp("opencl")
+    core = copy_source(CORE, base / "src" / "eventapi-core")
+    example = copy_source(EXAMPLE, base / "src" / "eventapi-opencl")
+    wheels = base / "wheels"
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, core, cwd=base,
+        timeout=INSTALL_TIMEOUT_S)  # fmt: skip
+    (wheel,) = wheels.glob("eventapi_core-*.whl")
+    run(sys.executable, "-m", "venv", "--without-pip", VENV, cwd=base)
+    # This interpreter's pip installs into it (--python): the venv needs none of its own.
+    run(sys.executable, "-m", "pip", "--python", interpreter, "install", "-q", "-c", REQUIREMENTS,
+        wheel, f"{example}[pocl,test]", cwd=base, timeout=INSTALL_TIMEOUT_S)  # fmt: skip
+    stamp.write_text(key)
+    return interpreter
+
+
+def test_discovery_lists_opencl_as_usable(python: Path) -> None:
+    rows = json.loads(run(python.parent / "eventapi", "backends", "--json", cwd=VENV))
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["opencl"]["status"] == "ok", by_name["opencl"]
+    assert by_name["opencl"]["distribution"] == "eventapi-opencl"
+    assert by_name["opencl"]["priority"] == 50
+    assert by_name["host"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("selection", ["opencl", "eventapi_opencl:OpenCLBackend"])
+def test_the_conformance_kit_passes(python: Path, selection: str) -> None:
+    output = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *KIT,
+                 f"--eventapi-backend={selection}", cwd=VENV)  # fmt: skip
+    assert " passed" in output.splitlines()[-1]
+
+
+def test_eventapi_check_passes_on_opencl(python: Path) -> None:
+    rows = json.loads(run(python.parent / "eventapi", "check", "opencl", "--json", cwd=VENV))
+    results = {row["check"]: row["result"] for row in rows}
+    assert set(results.values()) == {"PASS"}, results
+    # Host functions make the held-stream checks run rather than skip.
+    assert {"stream_dependency", "window_delay"} <= set(results)
+
+
+def test_the_examples_own_tests_pass(python: Path) -> None:
+    tests = copy_source(EXAMPLE / "tests", VENV / "example-tests")
+    try:
+        output = run(python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", tests,
+                     cwd=VENV)  # fmt: skip
+    finally:
+        shutil.rmtree(tests, ignore_errors=True)
+    assert " passed" in output.splitlines()[-1]
+
+
+def test_the_readme_program_runs(python: Path) -> None:
+    readme = (EXAMPLE / "README.md").read_text()
+    program = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(program.strip().splitlines()) <= 11, "the README promises a ten-line program"
+    output = run(python, "-c", program, cwd=VENV)
+    name, duration, unit = output.split()
+    assert (name, unit) == ("copy", "ns")
+    assert int(duration) > 0
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[script.stem for script in SCRIPTS])
+def test_the_examples_run_on_opencl(python: Path, script: Path, tmp_path: Path) -> None:
+    env = clean_env()
+    env["EVENTAPI_BACKEND"] = "opencl"
+    output = run_example(python, script, env, tmp_path)
+    assert output.startswith("opencl") or "opencl:" in output
