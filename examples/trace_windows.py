@@ -1,8 +1,9 @@
 """Profile nested windows on two streams and write a trace Perfetto opens.
 
-    python examples/trace_windows.py [BACKEND] [OUT.json]
+    python examples/trace_windows.py [OUT.json]
 
-BACKEND defaults to what ``eventapi.backend()`` selects; OUT defaults to ``trace.json``. Each
+On the backend ``eventapi.backend()`` selects (set ``EVENTAPI_BACKEND`` to choose); OUT
+defaults to ``trace.json``. Each
 profiler writes its spans as they are collected through a TraceWriter (the complete run, in
 bounded memory); open OUT at ui.perfetto.dev or chrome://tracing, or run
 ``eventapi trace report OUT -o report.html``.
@@ -17,8 +18,8 @@ from eventapi.trace import TraceWriter
 
 
 def main(argv: list[str]) -> None:
-    api = eventapi.backend(argv[0] if argv else None)
-    out = argv[1] if len(argv) > 1 else "trace.json"
+    api = eventapi.backend()
+    out = argv[0] if argv else "trace.json"
     with (
         TraceWriter(out) as trace,
         eventapi.EventProfiler(api, label="compute", sink=trace.sink(api)) as compute,

@@ -209,8 +209,9 @@ def test_the_example_script_writes_a_trace_on_host_and_on_emulated_cuda(
     build()
     out = tmp_path / "trace.json"
     env = preload_env("cuda") if backend == "cuda" else dict(os.environ)
+    env["EVENTAPI_BACKEND"] = backend
     subprocess.run(
-        [sys.executable, str(REPO_ROOT / "examples" / "trace_windows.py"), backend, str(out)],
+        [sys.executable, str(REPO_ROOT / "examples" / "trace_windows.py"), str(out)],
         env=env,
         check=True,
         timeout=60,

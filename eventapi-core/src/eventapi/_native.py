@@ -149,7 +149,7 @@ class DriverCalls:
         device reached the event, which the short waits (an anchor's sample, a fence on work
         that is nearly done) would pay in full. They return from the spin instead; a longer
         wait costs at most the spin's CPU, then sleeps. The GIL is let go between queries.
-        Raises :class:`DriverError` from either call.
+        Raises :class:`~eventapi.DriverError` from either call.
         """
         deadline = time.perf_counter_ns() + SPIN_NS
         while not self.ready(query, handle):

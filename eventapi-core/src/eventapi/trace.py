@@ -38,14 +38,14 @@ def _track(api: EventApi[Any, Any], label: str) -> Track:
 
 
 def export_chrome_trace(path: PathLike, *profilers: EventProfiler[Any, Any]) -> None:
-    """Write the spans ``profilers`` retain (:attr:`EventProfiler.spans`) to ``path``.
+    """Write the spans ``profilers`` retain (:attr:`~eventapi.EventProfiler.spans`) to ``path``.
 
     One process track for this process, one track per profiler's stream, named by backend,
     device and label; nested windows as nested slices. The metadata carries each profiler's
     latest anchor uncertainty and how many spans it dropped (``dropped_spans``): spans a
     profiler no longer holds are not in the file (use a :class:`TraceWriter` as its ``sink``
-    for all of them). Does not collect: call :meth:`EventProfiler.collect` first for windows
-    stopped since. Raises :class:`OSError` when ``path`` cannot be written.
+    for all of them). Does not collect: call :meth:`~eventapi.EventProfiler.collect` first for
+    windows stopped since. Raises :class:`OSError` when ``path`` cannot be written.
     """
     trace = TraceFile(path, process_info())
     try:
