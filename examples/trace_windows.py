@@ -35,7 +35,7 @@ def main(argv: list[str]) -> None:
                 pass  # and copies on copy.stream
         compute.collect()
         copy.collect()
-    print(f"wrote {out}")
+    print(f"{api.BACKEND}: wrote {out}")
 
 
 if __name__ == "__main__":
