@@ -156,7 +156,7 @@ class DriverCalls:
             if time.perf_counter_ns() >= deadline:
                 self(synchronize, handle)
                 return
-            os.sched_yield()
+            time.sleep(0)  # drops the GIL, keeps the core (see EventFence's spin for why)
 
     def error(self, call: str, status: Any) -> DriverError:
         """The :class:`~eventapi.DriverError` for ``status`` returned by the driver call ``call``.
