@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, final
 
 from ._errors import DriverError, EventStateError
+from ._gil import release_gil
 from ._probing import c_int_out, open_driver_library
 
 __all__ = [
@@ -156,7 +157,7 @@ class DriverCalls:
             if time.perf_counter_ns() >= deadline:
                 self(synchronize, handle)
                 return
-            time.sleep(0)  # drops the GIL, keeps the core (see EventFence's spin for why)
+            release_gil()  # lets another thread run, keeps the core (see eventapi._gil)
 
     def error(self, call: str, status: Any) -> DriverError:
         """The :class:`~eventapi.DriverError` for ``status`` returned by the driver call ``call``.
