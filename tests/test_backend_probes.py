@@ -9,14 +9,12 @@ cases run here on the emulated drivers, whose settings are restored afterwards.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 
 import pytest
+from child import run_json_and_stderr
 from emulated_driver import EmulatedDriver, build, library_path, load
 
 import eventapi
@@ -57,17 +55,9 @@ _NO_DRIVER_SCRIPT = textwrap.dedent(
 
 
 def _run(script: str, env: dict[str, str]) -> tuple[dict[str, object], str]:
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result, done.stderr
+    result: dict[str, object]
+    result, stderr = run_json_and_stderr(script, env)
+    return result, stderr
 
 
 def _env_without_drivers() -> dict[str, str]:

@@ -11,11 +11,8 @@ a second at 50 ppm is 50 us off: more than a measured bound allows.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+from child import run_json
 from emulated_driver import REPO_ROOT, DriverName, build, preload_env
 
 _CHILD = """
@@ -61,6 +58,7 @@ for trial in range(TRIALS):
         until(begin + at * GAP_S)
         marks[f"{{trial}}.{{k}}"] = window(f"{{trial}}.{{k}}")
     until(begin + GAP_S)
+    previous = prof.anchor  # the earlier end of the baseline the rate is measured over
     spans = prof.collect()
     anchor = prof.anchor
     rows = []
@@ -69,7 +67,8 @@ for trial in range(TRIALS):
         before, between, after = stamps[i], stamps[i + 1], stamps[i + 2]
         rows.append([span.name, span.start_ns, span.end_ns, span.uncertainty_ns,
                      before, between, after])
-    trials.append({{"anchor_uncertainty_ns": anchor.uncertainty_ns, "spans": rows}})
+    trials.append({{"anchor_uncertainty_ns": anchor.uncertainty_ns,
+                   "previous_uncertainty_ns": previous.uncertainty_ns, "spans": rows}})
 prof.close()
 print(json.dumps({{"trials": trials, "live": list(emu.live_handles())[:2]}}))
 """
@@ -80,21 +79,15 @@ def test_a_drifting_ticking_clock_stays_within_each_spans_bound() -> None:
     env = preload_env("cuda")
     env["EMU_CLOCK_PPM"] = "50"
     env["EMU_CLOCK_RESOLUTION_NS"] = "500"
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD.format(tests=str(REPO_ROOT / "tests"))],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = run_json(_CHILD.format(tests=str(REPO_ROOT / "tests")), env)
     assert result["live"] == [0, 0]
     trials = result["trials"]
     assert len(trials) == 5
     for trial in trials:
-        anchor_u = trial["anchor_uncertainty_ns"]
+        # The rate is measured between two anchors, so its error, and the bound of a span a
+        # second away, follow both: the worse of the two is the one that counts (a preempted
+        # sample on a loaded machine widens one anchor's bracket, not the other's).
+        anchor_u = max(trial["anchor_uncertainty_ns"], trial["previous_uncertainty_ns"])
         assert len(trial["spans"]) == 3
         for name, start, end, u, before, between, after in trial["spans"]:
             # The start event was stamped between `before` and `between`, the end between
@@ -136,16 +129,7 @@ def test_the_emulated_device_clock_runs_at_its_rate_and_ticks(kind: DriverName) 
     env = preload_env(kind)
     env["EMU_CLOCK_PPM"] = "2000"  # 400 us fast over the 200 ms below: far beyond the stamps
     env["EMU_CLOCK_RESOLUTION_NS"] = "50000"  # a tick coarse enough to see through float ms
-    done = subprocess.run(
-        [sys.executable, "-c", _CLOCK_CHILD.format(kind=kind)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = run_json(_CLOCK_CHILD.format(kind=kind), env)
     elapsed = result["elapsed"]
     a, b, c, d = result["stamps"]
     # The first event was stamped between a and b, the second between c and d; on a clock

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child import run_json
 from threads import JOIN_S, Waiter
 
 import eventapi
@@ -673,18 +674,9 @@ def test_every_spelling_of_one_device_is_one_object_on_the_emulated_drivers(
     env.pop("EVENTAPI_BACKEND", None)
     tests = str(Path(__file__).parent)
     code = DEVICE_IDENTITY.format(tests=tests, name=name, count_call=count_call)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
     # Orders: "NAME" first, "NAME:0" first, the variable first.
     expected = {"one_object": True, "device": 0, "constructed_again": 0, "other_is_another": True}
-    assert json.loads(done.stdout) == [expected] * 3
+    assert run_json(code, env) == [expected] * 3
 
 
 # -- slow and hostile plugins -----------------------------------------------------------------

@@ -9,12 +9,10 @@ per process) on the emulated CUDA driver; skipped without the ``nvtx`` package.
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from child import run_json
 from emulated_driver import REPO_ROOT, build, preload_env
 
 pytestmark = pytest.mark.skipif(
@@ -42,16 +40,7 @@ def run(case: str) -> list[str]:
     env = preload_env("cuda")
     env["NVTX_INJECTION64_PATH"] = str(RECORDER)
     env.pop("NVTX_DISABLE", None)
-    done = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(case)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: list[str] = json.loads(done.stdout)
+    result: list[str] = run_json(PRELUDE + textwrap.dedent(case), env)
     return result
 
 

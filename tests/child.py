@@ -1,0 +1,35 @@
+"""Python code run in a fresh interpreter, for tests that need a process of their own.
+
+A test that preloads an emulated driver, forks, or changes what a process imports runs its
+scenario as a child: the code prints one JSON value as its last line of output, and the test
+reads it back. A child that fails shows its stderr in the assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+TIMEOUT_S = 60.0  # a child that hangs fails the test instead of the run
+
+
+def run_json(code: str, env: dict[str, str] | None = None) -> Any:
+    """Run ``code`` with ``env``; assert it exited 0 and return its last line of output, parsed."""
+    result, _ = run_json_and_stderr(code, env)
+    return result
+
+
+def run_json_and_stderr(code: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
+    """As :func:`run_json`, and what the child wrote to stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
