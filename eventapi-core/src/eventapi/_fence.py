@@ -182,9 +182,8 @@ class EventFence(SingleOwner, Generic[E, S]):
         are delivered to the main thread only.
 
         A number polls the backend's ``event_query`` (first every 20 µs, backing off to every
-        1 ms) and raises :class:`TimeoutError` once
-        ``timeout`` seconds passed without the fence being reached; ``timeout <= 0`` (or
-        NaN) queries once. A timed wait needs ``event_query``: without it,
+        1 ms) and raises :class:`TimeoutError` once ``timeout`` seconds passed without the
+        fence being reached; ``timeout <= 0`` (or NaN) queries once. A timed wait needs ``event_query``: without it,
         :class:`~eventapi.UnsupportedError`. Raises :class:`~eventapi.EventStateError` after
         ``close()``, and the backend's :class:`~eventapi.DriverError` for the fault the wait
         revealed.
