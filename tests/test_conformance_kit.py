@@ -154,27 +154,31 @@ def test_kit_fails_on_a_broken_backend(
 
 
 @pytest.mark.parametrize(
-    ("backend", "seed", "shows"),
+    ("backend", "shows"),
     [
         # Leaks an event recorded into two streams, then destroyed.
-        ("BrokenSequenceLeakBackend", 6, "live handles (events, streams)"),
+        ("BrokenSequenceLeakBackend", "live handles (events, streams)"),
         # Reads a re-recorded event's first stamp: a later event reads back above 0 to it.
-        ("BrokenStaleStampBackend", 1, "a re-recorded event must read from its latest record"),
+        ("BrokenStaleStampBackend", "a re-recorded event must read from its latest record"),
     ],
 )
 def test_state_machine_finds_a_bug_only_a_sequence_shows(
-    tmp_path: Path, backend: str, seed: int, shows: str
+    tmp_path: Path, backend: str, shows: str
 ) -> None:
-    # Nothing else in the kit fails these backends. The budget is a tenth of make fuzz's; a
-    # fixed seed makes the search repeatable (most seeds find both within it).
-    run = _kit(
-        f"kit_backends:{backend}",
-        "-k",
-        "protocol_call_sequences",
-        "--eventapi-fuzz-examples=100",
-        f"--hypothesis-seed={seed}",
-        cwd=tmp_path,
-    )
+    # Nothing else in the kit fails these backends. The budget is a tenth of make fuzz's. A seed
+    # does not fix the sequences drawn (a query's answer depends on timing and steers later
+    # rules), so the search gets three seeds: each of seeds 1-10 found both bugs on its own.
+    for seed in (1, 2, 3):
+        run = _kit(
+            f"kit_backends:{backend}",
+            "-k",
+            "protocol_call_sequences",
+            "--eventapi-fuzz-examples=100",
+            f"--hypothesis-seed={seed}",
+            cwd=tmp_path,
+        )
+        if run.returncode != 0:
+            break
     assert run.returncode == 1, run.output
     assert "FAILED test_state_machine.py::test_protocol_call_sequences_match_the_model" in (
         run.output
