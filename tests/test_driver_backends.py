@@ -26,7 +26,7 @@ from emulated_driver import DriverName, EmulatedDriver, load
 from threads import JOIN_S, Waiter, release_and_join
 
 import eventapi
-from eventapi import CaptureError, DriverError, EventFence, EventStateError
+from eventapi import CaptureError, DriverError, EventFence, EventProfiler, EventStateError
 from eventapi._native import pending_host_funcs
 from eventapi.driverkit import DriverBackend, Stream
 
@@ -661,6 +661,29 @@ def test_a_host_function_is_refused_on_a_capturing_stream_and_nothing_is_held(
         spelled.end_capture(stream)
     assert emu.calls(spelled.name("LaunchHostFunc")) == launches
     assert pending_host_funcs() == 0
+
+
+def test_a_window_checks_for_a_capture_once_and_a_capture_begun_inside_it_skips_it(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    # The driver reports its captured-event status (907) for the straddling window's end, so
+    # the profiler asks whether the stream is capturing only as each window opens.
+    checks = emu.calls(spelled.name("StreamIsCapturing"))
+    with EventProfiler[Any, Any](api, stream) as prof:
+        with prof.window("before"):
+            pass
+        straddles = prof.start("straddles")
+        spelled.begin_capture(stream)
+        try:
+            straddles.stop()
+        finally:
+            spelled.end_capture(stream)
+        with prof.window("after"):
+            pass
+        assert emu.calls(spelled.name("StreamIsCapturing")) - checks == 3
+        assert [s.name for s in prof.collect()] == ["before", "after"]
+        assert straddles.skipped
+        assert prof.skipped == 1
 
 
 # -- two devices ----------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from ._anchor import (
     sample_anchor,
 )
 from ._capabilities import capabilities_of
-from ._errors import EventStateError
+from ._errors import DriverError, EventStateError
 from ._nvtx import NvtxRanges, ranges_for
 from ._pool import EventPool
 from ._protocol import EventApi
@@ -173,7 +173,9 @@ class Window(SingleOwner, Generic[E]):
 
     One-shot: :meth:`stop` once, or leave a ``with`` block. A window opened while the stream was
     capturing a graph is *skipped*: it holds no event and its :meth:`stop` and ``with`` exit do
-    nothing. Use it on the thread that uses its profiler. It holds its profiler's events:
+    nothing. A window a capture began inside of is skipped too: when it stops, or, on a backend
+    that names the driver's status for a captured event (``cuda``, ``hip``, ``host``), when it
+    is read back. Use it on the thread that uses its profiler. It holds its profiler's events:
     ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`.
     """
 
@@ -210,7 +212,8 @@ class Window(SingleOwner, Generic[E]):
 
     @property
     def skipped(self) -> bool:
-        """True when the window was not recorded because the stream was capturing a graph."""
+        """True when the window was not (or not wholly) recorded because the stream was
+        capturing a graph; for a capture that began inside it, see the class docstring."""
         return self._skipped
 
     @property
@@ -296,6 +299,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_anchor_target",
         "_api",
         "_capture_check",
+        "_captured",
         "_closed",
         "_earlier",
         "_elapsed",
@@ -315,6 +319,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_skipped",
         "_spans",
         "_spans_seen",
+        "_stop_check",
         "_stream",
         "_summaries",
         "_target",
@@ -356,6 +361,16 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._screened: Callable[[E, Any], bool] | None = (
             pin.event_record_unless_capturing if pin is not None and capture else None
         )
+        # One capture check per window, as it opens, where the backend names its driver's
+        # status for an event recorded into a capture: a capture that began inside a window
+        # then shows when the window is read back (its end went into the capture, and reading
+        # it fails with that status). Elsewhere the window checks again as it stops.
+        self._captured: Callable[[BaseException], bool] | None = (
+            pin.is_captured_event_error
+            if pin is not None and capture and pin.tells_captured_events
+            else None
+        )
+        self._stop_check = self._capture_check if self._captured is None else None
         self._pool: EventPool[E] = EventPool(
             recorder.event_create, recorder.event_destroy, api.BACKEND
         )
@@ -522,13 +537,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"window {window.name!r} stopped while {top.name!r}, opened inside it, is still "
                 f"open; stop {top.name!r} first (windows nest like with blocks)"
             )
-        capture_check = self._capture_check
+        capture_check = self._stop_check
         if capture_check is not None and capture_check(self._target):
             # The capture began while the window was open: its end cannot be recorded.
             opened.pop()
             if self._nvtx is not None:
                 self._nvtx.end()
             self._discard(window)
+            window._skipped = True
             self._skipped += 1
             return
         try:
@@ -619,31 +635,40 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         return stats
 
     def _collect(self) -> list[Span]:
-        if not self._pending:
+        pending = self._pending
+        if not pending:
             return []
-        last_end = self._pending[-1]._end
-        assert last_end is not None  # a pending window holds both events
         # One stream, in order: reaching the last end means every earlier record was reached.
         # The anchor, on the profiler's own stream, is recorded only after this returns, so it
         # lies after every window and waits for nothing queued behind them.
-        self._recorder.event_wait(last_end)
+        if not self._wait_for_an_end():
+            self._finish(pending, [], list(pending))
+            return []
         anchor, samples = self._take_anchor()
+        captured: list[Window[E]] = []
         try:
             reference = samples[0]
             earlier = self._earlier_than(reference)
             place = Placement(anchor, earlier).span
             elapsed = self._elapsed
+            is_captured = self._captured
             make_span = _make_span
             label = self._label
             spans: list[Span] = []
             append = spans.append
             # Windows are pending in the order they stopped; spans go out in the order they
             # opened (the same order unless windows nest, and sorting sorted runs is linear).
-            for window in sorted(self._pending, key=_opened):
+            for window in sorted(pending, key=_opened):
                 start = window._start
+                try:
+                    duration_ns = elapsed(start, window._end)  # type: ignore[arg-type]
+                except DriverError as exc:
+                    if is_captured is None or not is_captured(exc):
+                        raise
+                    captured.append(window)  # a capture began inside it: its end has no time
+                    continue
                 # The anchor lies after the window, so neither reading is clamped.
                 before = elapsed(start, reference)  # type: ignore[arg-type]
-                duration_ns = elapsed(start, window._end)  # type: ignore[arg-type]
                 start_ns, end_ns, bound_ns = place(before, duration_ns)
                 append(
                     make_span(
@@ -660,16 +685,39 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._release_all(samples)
             raise
         self._keep_anchor(anchor, samples, earlier)
-        # Every reading succeeded: only now do the windows give their events back.
+        self._finish(pending, spans, captured)
+        return spans
+
+    def _wait_for_an_end(self) -> bool:
+        """Wait until the stream reaches the latest pending end that was not recorded into a
+        capture; False when every one was (nothing to wait for, nothing to read)."""
+        wait = self._recorder.event_wait
+        is_captured = self._captured
+        for window in reversed(self._pending):
+            try:
+                wait(window._end)  # type: ignore[arg-type]
+            except DriverError as exc:
+                if is_captured is None or not is_captured(exc):
+                    raise
+                continue
+            return True
+        return False
+
+    def _finish(
+        self, pending: list[Window[E]], spans: list[Span], captured: list[Window[E]]
+    ) -> None:
+        """Every reading succeeded: only now do the windows give their events back."""
         free = self._pool.free
-        for window in self._pending:
+        for window in pending:
             free.append(window._start)  # type: ignore[arg-type]
             free.append(window._end)  # type: ignore[arg-type]
             window._start = window._end = None
             window._state = _DONE
-        self._pending.clear()
+        for window in captured:
+            window._skipped = True
+        self._skipped += len(captured)
+        pending.clear()
         self._account(spans)
-        return spans
 
     def _account(self, spans: list[Span]) -> None:
         """Add ``spans`` to the summary and the retained spans, then hand them to the sink."""

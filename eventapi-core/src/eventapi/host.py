@@ -175,6 +175,7 @@ class _Record:
 
 # The record of an event recorded into a capturing stream: never reached, refused by waits.
 _CAPTURED: Final = _Record(None)
+_CAPTURED_EVENT: Final = 907  # the status for a captured event, CUDA's and HIP's number
 
 
 @final
@@ -290,7 +291,7 @@ def _latest(event: _HostEvent, call: str) -> _Record:
     if record is _CAPTURED:
         raise _error(
             call,
-            907,
+            _CAPTURED_EVENT,
             "CAPTURED_EVENT",
             f"event {event!r} was last recorded into a stream capturing a graph, so it has no "
             "timestamp to wait for or read; record it again outside the capture",
@@ -323,6 +324,7 @@ class HostBackend(
     """
 
     BACKEND = "host"
+    CAPTURED_EVENT_STATUS = _CAPTURED_EVENT
 
     def __init__(self) -> None:
         super().__init__()
