@@ -250,7 +250,7 @@ def test_a_capture_begun_inside_a_window_skips_it_when_read_back(
     assert prof.skipped == 1
     spans = prof.collect()
     assert [s.name for s in spans] == ["before", "after"]
-    assert straddles.skipped and outer.skipped
+    assert [w.skipped for w in (straddles, outer)] == [True, True]
     assert prof.skipped == 3
     # Every event went back to the pool: the next windows take no new one.
     events = api.live_handles().events
@@ -278,14 +278,17 @@ def test_collect_while_every_pending_end_is_captured_reads_nothing_and_waits_for
     assert [s.name for s in prof.collect()] == ["after"]
 
 
-class _NoCapturedStatusHost(HostBackend):
-    """A driverkit backend whose driver has no status for a captured event."""
+@pytest.fixture
+def no_captured_status(monkeypatch: pytest.MonkeyPatch) -> HostBackend:
+    """A host backend as a driverkit backend whose driver names no captured-event status."""
+    monkeypatch.setattr(HostBackend, "CAPTURED_EVENT_STATUS", None)
+    return HostBackend()
 
-    CAPTURED_EVENT_STATUS = None
 
-
-def test_without_a_captured_status_a_window_checks_again_as_it_stops() -> None:
-    api = _NoCapturedStatusHost()
+def test_without_a_captured_status_a_window_checks_again_as_it_stops(
+    no_captured_status: HostBackend,
+) -> None:
+    api = no_captured_status
     with EventProfiler(api) as prof:
         window = prof.start("straddles")
         api.begin_capture(prof.stream)
@@ -378,8 +381,10 @@ def test_a_failed_capture_check_changes_nothing(
     assert [(s.name, s.depth) for s in prof.collect()] == [("w", 0)]
 
 
-def test_a_failed_capture_check_at_stop_leaves_the_window_open() -> None:
-    api = _NoCapturedStatusHost()  # checks again as a window stops
+def test_a_failed_capture_check_at_stop_leaves_the_window_open(
+    no_captured_status: HostBackend,
+) -> None:
+    api = no_captured_status  # checks again as a window stops
     with EventProfiler(api) as prof:
         window = prof.start("w")
         api.inject_fault("stream_is_capturing")

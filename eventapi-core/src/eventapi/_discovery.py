@@ -66,9 +66,10 @@ from ._plugin import (
     BackendSpec,
     _Hooks,
 )
+from ._probing import name_and_version
 
 if TYPE_CHECKING:
-    from importlib.metadata import Distribution, EntryPoint
+    from importlib.metadata import EntryPoint
 
 __all__ = [
     "DEFAULT_PLUGIN_TIMEOUT",
@@ -578,32 +579,8 @@ def _load_spec(candidate: _Candidate, run: _Run | None) -> BackendSpec:
 
 def _from_entry_point(ep: EntryPoint) -> _Candidate:
     dist = ep.dist
-    distribution, version = ("?", "?") if dist is None else _name_and_version(dist)
+    distribution, version = ("?", "?") if dist is None else name_and_version(dist)
     return _Candidate(ep.name, distribution, version, ep.value, ep.load)
-
-
-def _name_and_version(dist: Distribution) -> tuple[str, str]:
-    """The distribution's ``Name`` and ``Version``, read from its metadata's header.
-
-    ``dist.name`` and ``dist.version`` each parse the whole metadata file with the email
-    package (so twice per distribution); both fields are single header lines, so reading the
-    header up to its first blank line finds them at a fraction of the cost. Falls back to
-    importlib.metadata where the header lacks either.
-    """
-    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-    found: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            break  # the header ends at the first blank line
-        if line[0].isspace():
-            continue  # a continuation of the field before
-        key, colon, value = line.partition(":")
-        key = key.strip().lower()
-        if colon and key in ("name", "version"):
-            found.setdefault(key, value.strip())
-    if "name" in found and "version" in found:
-        return found["name"], found["version"]
-    return dist.name, dist.version
 
 
 def _normalize(distribution: str) -> str:

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import ctypes
-import importlib.metadata
 import importlib.util
 from collections.abc import Iterator
 
@@ -18,7 +17,7 @@ from eventapi import BackendSpec
 # eventapi.driverkit re-exports these two, but importing it imports the whole handle layer,
 # and this module is imported wherever backends are listed. This plugin is released with
 # eventapi-core at one version, so it may import them from where they are defined.
-from eventapi._probing import c_int_out, open_driver_library
+from eventapi._probing import c_int_out, installed_version, open_driver_library
 
 __all__ = ["eventapi_backends", "load", "probe"]
 
@@ -38,12 +37,12 @@ def probe() -> str | None:
     ends with the command, with the extra that fits the driver's CUDA major.
     """
     try:
-        installed = importlib.util.find_spec("cuda.bindings") is not None
-        binding_version = importlib.metadata.version("cuda-bindings")
-    except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
-        installed = False
+        found = importlib.util.find_spec("cuda.bindings") is not None
+    except (ImportError, ValueError):
+        found = False
+    binding_version = installed_version("cuda-bindings") if found else None
     library = open_driver_library([_LIBRARY])
-    if not installed:
+    if binding_version is None:
         driver = None if library is None else _driver_version(library)
         return f"cuda-bindings is not installed; {_install_command(driver)}"
     if library is None:
