@@ -34,11 +34,16 @@ def received():
 """
 
 
-def run(case: str) -> list[str]:
-    """Run ``case`` after the prelude in a fresh process on emulated cuda; its printed lines."""
+def run(case: str, *, tool: bool = True) -> list[str]:
+    """Run ``case`` after the prelude in a fresh process on emulated cuda; its printed lines.
+
+    ``tool``: NVTX loads the recorder as it loads Nsight's; without, no tool is attached.
+    """
     build()
     env = preload_env("cuda")
-    env["NVTX_INJECTION64_PATH"] = str(RECORDER)
+    env.pop("NVTX_INJECTION64_PATH", None)
+    if tool:
+        env["NVTX_INJECTION64_PATH"] = str(RECORDER)
     env.pop("NVTX_DISABLE", None)
     result: list[str] = run_json(PRELUDE + textwrap.dedent(case), env)
     return result
@@ -121,3 +126,18 @@ def test_no_ranges_on_another_backend_or_without_the_package() -> None:
         """
     )
     assert without_package == ["w"]
+
+
+def test_no_nvtx_calls_without_a_tool_attached() -> None:
+    # NVTX would drop every range at once; the profiler does not even make the calls.
+    decided = run(
+        """
+        from eventapi import _nvtx
+        with eventapi.EventProfiler(eventapi.backend("cuda")) as prof:
+            with prof.window("w"):
+                pass
+        print(json.dumps([repr(_nvtx.ranges_for("cuda")), "nvtx" in sys.modules]))
+        """,
+        tool=False,
+    )
+    assert decided == ["None", True]

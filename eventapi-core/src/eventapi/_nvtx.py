@@ -7,9 +7,14 @@ push/pop: a range is not tied to the thread that opened it, and Nsight draws ran
 contain one another nested, as the windows are). The range marks when the host *enqueued* the
 window; the window's device time is the profiler's to read.
 
-The decision is taken once, when a profiler is created: without the package, on another
-backend, or with ``NVTX_DISABLE`` set, the profiler holds ``None`` and a window pays one
-``is None`` test. Nothing here imports ``nvtx`` before a ``cuda`` profiler is created.
+The decision is taken once per process, when the first ``cuda`` profiler is created: without
+the package, on another backend, with ``NVTX_DISABLE`` set, or with no NVTX tool attached to
+the process, the profiler holds ``None`` and a window pays one ``is None`` test. A tool
+attaches as NVTX defines it: NVTX loads the library that ``NVTX_INJECTION64_PATH`` names (what
+Nsight Systems sets for the programs it runs), or one already in the process exports
+``InitializeInjectionNvtx2_fnptr``. Without one every NVTX call returns at once, so the ranges
+would reach nobody and would only cost each window their two calls. Nothing here imports
+``nvtx`` before a ``cuda`` profiler is created.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import os
 from typing import Any, Final, final
 
 __all__ = ["DOMAIN", "NvtxRanges", "ranges_for"]
@@ -40,12 +46,25 @@ def _domain() -> Any:
     except ImportError:
         return None
     try:
-        if not nvtx.enabled():  # NVTX_DISABLE is set
+        if not nvtx.enabled() or not _tool_attached():  # NVTX_DISABLE, or no one listening
             return None
         return nvtx.get_domain(DOMAIN)
     except Exception:  # a broken install must not stop profiling: windows work without it
         _log.warning("nvtx is installed but unusable; windows get no NVTX ranges", exc_info=True)
         return None
+
+
+def _tool_attached() -> bool:
+    """True when NVTX will hand ranges to a tool: see the module docstring."""
+    if os.environ.get("NVTX_INJECTION64_PATH"):
+        return True
+    import ctypes
+
+    try:
+        process = ctypes.CDLL(None)
+    except OSError:
+        return False
+    return hasattr(process, "InitializeInjectionNvtx2_fnptr")
 
 
 def ranges_for(backend: str) -> NvtxRanges | None:

@@ -311,6 +311,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_pending",
         "_pin",
         "_pool",
+        "_read_window",
         "_record_into",
         "_recorder",
         "_screened",
@@ -354,6 +355,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._recorder: Recorder[E, Any] = recorder
         self._record_into: Callable[[E, Any], None] = recorder.event_record
         self._elapsed: Callable[[E, E], int] = recorder.event_elapsed
+        # A window's two readings at collect, in one call where a pin offers it.
+        self._read_window: Callable[[E, E, E], tuple[int, int]] = (
+            self._read_apart if pin is None else pin.event_elapsed_from
+        )
         self._capture_check: Callable[[Any], bool] | None = (
             recorder.stream_is_capturing if capture else None
         )
@@ -650,7 +655,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             reference = samples[0]
             earlier = self._earlier_than(reference)
             place = Placement(anchor, earlier).span
-            elapsed = self._elapsed
+            read = self._read_window
             is_captured = self._captured
             make_span = _make_span
             label = self._label
@@ -661,14 +666,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             for window in sorted(pending, key=_opened):
                 start = window._start
                 try:
-                    duration_ns = elapsed(start, window._end)  # type: ignore[arg-type]
+                    # The anchor lies after the window, so neither reading is clamped.
+                    duration_ns, before = read(start, window._end, reference)  # type: ignore[arg-type]
                 except DriverError as exc:
                     if is_captured is None or not is_captured(exc):
                         raise
                     captured.append(window)  # a capture began inside it: its end has no time
                     continue
-                # The anchor lies after the window, so neither reading is clamped.
-                before = elapsed(start, reference)  # type: ignore[arg-type]
                 start_ns, end_ns, bound_ns = place(before, duration_ns)
                 append(
                     make_span(
@@ -687,6 +691,11 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._keep_anchor(anchor, samples, earlier)
         self._finish(pending, spans, captured)
         return spans
+
+    def _read_apart(self, start: E, end: E, later: E) -> tuple[int, int]:
+        """A window's duration, then how far its start lies before ``later``."""
+        elapsed = self._elapsed
+        return elapsed(start, end), elapsed(start, later)
 
     def _wait_for_an_end(self) -> bool:
         """Wait until the stream reaches the latest pending end that was not recorded into a
@@ -721,9 +730,16 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     def _account(self, spans: list[Span]) -> None:
         """Add ``spans`` to the summary and the retained spans, then hand them to the sink."""
-        summaries = self._summaries
+        # Grouped by name first: each name's summary then takes its durations in one call.
+        durations: dict[str, list[int]] = {}
         for span in spans:
-            summary = summaries.get(span.name)
+            of_name = durations.get(span.name)
+            if of_name is None:
+                of_name = durations[span.name] = []
+            of_name.append(span.duration_ns)
+        summaries = self._summaries
+        for name, of_name in durations.items():
+            summary = summaries.get(name)
             if summary is None:
                 if len(summaries) >= self._max_names:
                     if self._unsummarized == 0:
@@ -732,12 +748,12 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                             "names (first: %r) are left out of it and counted in unsummarized",
                             self._label,
                             self._max_names,
-                            span.name,
+                            name,
                         )
-                    self._unsummarized += 1
+                    self._unsummarized += len(of_name)
                     continue
-                summary = summaries[span.name] = DurationSummary()
-            summary.add(span.duration_ns)
+                summary = summaries[name] = DurationSummary()
+            summary.extend(of_name)
         self._spans.extend(spans)
         self._spans_seen += len(spans)
         sink = self._sink

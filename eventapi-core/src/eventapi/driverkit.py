@@ -1238,6 +1238,26 @@ class Pin(Generic[RE, RS]):
                 backend._ensure_thread("event_elapsed")
             return max(0, backend._raw_event_elapsed_ns(start._raw, end._raw))
 
+    def event_elapsed_from(
+        self, start: Event[RE], end: Event[RE], later: Event[RE]
+    ) -> tuple[int, int]:
+        """``(event_elapsed(start, end), event_elapsed(start, later))`` in one call.
+
+        What a profiler reads of each window (its duration, and how far its start lies before
+        the anchor ``later``), with the lock taken and the handles checked once. The duration
+        is read first, so that a failure of it is the one raised.
+        """
+        with self._lock:
+            for event in (start, end, later):
+                if event._pin is not self or event._closed or not event._recorded:
+                    self._refuse(event, "event_elapsed")
+            backend = self._backend
+            if not getattr(backend._tls, "bound", False):
+                backend._ensure_thread("event_elapsed")
+            read = backend._raw_event_elapsed_ns
+            raw = start._raw
+            return max(0, read(raw, end._raw)), max(0, read(raw, later._raw))
+
     def event_wait(self, event: Event[RE]) -> None:
         """Block until the device reached ``event`` (held by this pin); releases the GIL."""
         with self._lock:
