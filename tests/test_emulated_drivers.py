@@ -10,6 +10,7 @@ subprocess to prove they accept the libraries.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -863,6 +864,39 @@ def test_device_count_zero_from_environment(
     done = _python(code, env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(NO_DEVICE), str(NO_DEVICE), "0", str(NO_DEVICE)]
+
+
+@pytest.mark.parametrize("name", ["cuda", "hip"])
+def test_polling_workers_run_the_whole_check_and_release_everything(
+    emulated_libs: dict[DriverName, EmulatedDriver], name: DriverName
+) -> None:
+    # EMU_WORKER_POLL_US: an idle worker polls its queue before it sleeps, so no call wakes
+    # it. Fences, windows, host functions and stream destroys (which must end a polling
+    # worker, not leave it to its timeout) behave as with sleeping workers.
+    code = """
+        import ctypes, json, eventapi
+        from eventapi import EventFence, EventProfiler
+        api = eventapi.backend({name!r})
+        ran = []
+        for _ in range(50):
+            stream = api.stream_create_non_blocking()
+            with EventProfiler(api, stream) as prof:
+                with prof.window("w"):
+                    api.stream_launch_host_func(stream, lambda: ran.append(1))
+                fence = EventFence.record(api, stream)
+                fence.wait()
+                fence.close()
+                spans = prof.collect()
+            api.stream_destroy(stream)
+        lib = ctypes.CDLL({path!r})
+        lib.emu_live_events.restype = lib.emu_live_streams.restype = ctypes.c_long
+        driver = [lib.emu_live_events(), lib.emu_live_streams()]
+        print(json.dumps([len(ran), len(spans), list(api.live_handles()), driver]))
+    """.format(name=name, path=str(emulated_libs[name].path))
+    env = {**preload_env(name), "EMU_WORKER_POLL_US": "200"}
+    done = _python(code, env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [50, 1, [0, 0], [0, 0]]
 
 
 def test_process_exits_with_streams_still_busy(

@@ -74,6 +74,8 @@ typedef struct stream {
     int destroyed;
     op *head, *tail;
     long pending; /* queued operations not yet finished, the running one included */
+    int kicks;    /* bumped (atomically, under g.mu) by kick(): what a polling worker reads */
+    int sleeping; /* the worker waits on `work`: kick() must signal it */
     pthread_cond_t work;
     int capture; /* EMU_CAPTURE_* */
     int capture_mode;
@@ -117,6 +119,7 @@ static struct {
     ctx ctxs[EMU_MAX_DEVICES];
     int blocking_sync[EMU_MAX_DEVICES]; /* the device's host waits sleep instead of spinning */
     stream *streams; /* list of running streams */
+    int64_t worker_poll_ns; /* EMU_WORKER_POLL_US: how long an idle worker polls; 0 sleeps at once */
     callrec calls[MAX_CALL_NAMES];
     int ncalls;
 } g = {
@@ -128,6 +131,12 @@ static struct {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void read_env(void) {
+    const char *poll = getenv("EMU_WORKER_POLL_US");
+    if (poll != NULL && *poll != '\0') {
+        char *end = NULL;
+        long us = strtol(poll, &end, 10);
+        if (end != NULL && *end == '\0' && us > 0 && us <= 1000000) g.worker_poll_ns = us * 1000;
+    }
     const char *v = getenv("EMU_DEVICE_COUNT");
     if (v != NULL && *v != '\0') {
         char *end = NULL;
@@ -295,11 +304,48 @@ static void stream_unref(stream *s) {
     free(s);
 }
 
+/*
+ * With EMU_WORKER_POLL_US set, an idle worker polls its queue that long before it sleeps, as a
+ * device polls its command queue: a record then costs the host an enqueue, never a wake-up of
+ * another thread (on a small machine, waking the worker can preempt the calling thread on its
+ * own core, microseconds a real driver's cuEventRecord does not cost). The poll reads the kick
+ * counter without the lock and yields the core between looks. Off by default: it also removes
+ * the device's latency, so every call costs a fraction of a real driver's; benchmarks use it
+ * to show what a caller's own code costs when the driver costs next to nothing.
+ */
+/* Tell the worker its queue or its state changed (g.mu held). */
+static void kick(stream *s) {
+    __atomic_add_fetch(&s->kicks, 1, __ATOMIC_RELEASE);
+    if (s->sleeping) pthread_cond_signal(&s->work);
+}
+
+static int poll_for_work(stream *s) {
+    if (g.worker_poll_ns <= 0) return 0;
+    int seen = __atomic_load_n(&s->kicks, __ATOMIC_ACQUIRE);
+    pthread_mutex_unlock(&g.mu);
+    int64_t until = now_ns() + g.worker_poll_ns;
+    int found = 0;
+    do {
+        sched_yield();
+        if (__atomic_load_n(&s->kicks, __ATOMIC_ACQUIRE) != seen) {
+            found = 1;
+            break;
+        }
+    } while (now_ns() < until);
+    pthread_mutex_lock(&g.mu);
+    return found;
+}
+
 static void *worker(void *arg) {
     stream *s = arg;
     pthread_mutex_lock(&g.mu);
     for (;;) {
-        while (s->head == NULL && !s->destroyed) pthread_cond_wait(&s->work, &g.mu);
+        if (s->head == NULL && !s->destroyed) poll_for_work(s);
+        while (s->head == NULL && !s->destroyed) {
+            s->sleeping = 1;
+            pthread_cond_wait(&s->work, &g.mu);
+            s->sleeping = 0;
+        }
         if (s->head == NULL) break; /* destroyed and drained */
         op *o = s->head;
         switch (o->type) {
@@ -393,7 +439,7 @@ static void enqueue(stream *s, op *o) {
     else s->head = o;
     s->tail = o;
     s->pending++;
-    pthread_cond_signal(&s->work);
+    kick(s);
 }
 
 /* Operations on a capturing stream become graph nodes and do not run. */
@@ -669,7 +715,7 @@ emu_status emuc_stream_create(int dev, int non_blocking, uint64_t *out) {
         if (s->handle == 0) {
             /* Let the worker exit and free the stream. */
             s->destroyed = 1;
-            pthread_cond_signal(&s->work);
+            kick(s);
             stream_unref(s);
             st = EMU_E_OUT_OF_MEMORY;
         } else {
@@ -691,7 +737,7 @@ emu_status emuc_stream_destroy(uint64_t h) {
     g.live_streams--;
     s->destroyed = 1;
     s->capture = EMU_CAPTURE_NONE;
-    pthread_cond_signal(&s->work);
+    kick(s);
     stream_unref(s);
     unlock();
     return EMU_OK;
