@@ -873,7 +873,7 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
     # EMU_WORKER_POLL_US: an idle worker polls its queue before it sleeps, so no call wakes
     # it. Fences, windows, host functions and stream destroys (which must end a polling
     # worker, not leave it to its timeout) behave as with sleeping workers.
-    code = """
+    code = f"""
         import ctypes, json, eventapi
         from eventapi import EventFence, EventProfiler
         api = eventapi.backend({name!r})
@@ -888,11 +888,11 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
                 fence.close()
                 spans = prof.collect()
             api.stream_destroy(stream)
-        lib = ctypes.CDLL({path!r})
+        lib = ctypes.CDLL({str(emulated_libs[name].path)!r})
         lib.emu_live_events.restype = lib.emu_live_streams.restype = ctypes.c_long
         driver = [lib.emu_live_events(), lib.emu_live_streams()]
         print(json.dumps([len(ran), len(spans), list(api.live_handles()), driver]))
-    """.format(name=name, path=str(emulated_libs[name].path))
+    """
     env = {**preload_env(name), "EMU_WORKER_POLL_US": "200"}
     done = _python(code, env)
     assert done.returncode == 0, done.stderr
