@@ -556,8 +556,14 @@ def test_a_pin_records_its_own_handles_and_refuses_every_other(api: GatedBackend
             pin.event_record(bad_event, bad_stream)
     with pytest.raises(EventStateError, match="does not hold"):
         pin.event_elapsed(event, theirs)
+    never = pin.event_create()
+    for start, end, later in ((event, event, theirs), (event, never, event), (plain, event, event)):
+        with pytest.raises(EventStateError):
+            pin.event_elapsed_from(start, end, later)
     assert len(api.raw_calls("event_record")) == 1  # none of the refused reached the driver
+    assert api.raw_calls("event_elapsed") == []
     assert pin.event_elapsed(event, event) == 0  # a negative reading clamped, as elsewhere
+    assert pin.event_elapsed_from(event, event, event) == (0, 0)
 
     other.close()
     pin.close()

@@ -1229,13 +1229,7 @@ class Pin(Generic[RE, RS]):
     def event_elapsed(self, start: Event[RE], end: Event[RE]) -> int:
         """Device nanoseconds from ``start`` to ``end`` (clamped at 0); both held and recorded."""
         with self._lock:
-            if start._pin is not self or start._closed or not start._recorded:
-                self._refuse(start, "event_elapsed")
-            if end._pin is not self or end._closed or not end._recorded:
-                self._refuse(end, "event_elapsed")
-            backend = self._backend
-            if not getattr(backend._tls, "bound", False):
-                backend._ensure_thread("event_elapsed")
+            backend = self._reading(start, end)
             return max(0, backend._raw_event_elapsed_ns(start._raw, end._raw))
 
     def event_elapsed_from(
@@ -1248,15 +1242,19 @@ class Pin(Generic[RE, RS]):
         is read first, so that a failure of it is the one raised.
         """
         with self._lock:
-            for event in (start, end, later):
-                if event._pin is not self or event._closed or not event._recorded:
-                    self._refuse(event, "event_elapsed")
-            backend = self._backend
-            if not getattr(backend._tls, "bound", False):
-                backend._ensure_thread("event_elapsed")
-            read = backend._raw_event_elapsed_ns
+            read = self._reading(start, end, later)._raw_event_elapsed_ns
             raw = start._raw
             return max(0, read(raw, end._raw)), max(0, read(raw, later._raw))
+
+    def _reading(self, *events: Event[RE]) -> DriverBackend[RE, RS]:
+        """The backend, once each of ``events`` is held, open and recorded (the lock held)."""
+        for event in events:
+            if event._pin is not self or event._closed or not event._recorded:
+                self._refuse(event, "event_elapsed")
+        backend = self._backend
+        if not getattr(backend._tls, "bound", False):
+            backend._ensure_thread("event_elapsed")
+        return backend
 
     def event_wait(self, event: Event[RE]) -> None:
         """Block until the device reached ``event`` (held by this pin); releases the GIL."""
