@@ -189,6 +189,24 @@ def test_what_a_plugin_prints_goes_to_stderr_not_into_the_json(stage: str) -> No
     assert f"hostile plugin writes to fd 1 from {stage}" in done.stderr
 
 
+@pytest.mark.parametrize("stage", ["import", "probe", "load"])
+def test_what_a_plugin_prints_during_a_check_goes_to_stderr_not_into_the_json(stage: str) -> None:
+    done = run(
+        "check",
+        "hostile",
+        "--json",
+        extra_env={
+            "PYTHONPATH": str(PLUGINS / "hostile"),
+            "EVENTAPI_FAKE_HOSTILE": f"{stage}:print",
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # stdout is only the JSON
+    assert "hostile" in json.dumps(report)
+    assert f"hostile plugin prints from {stage}" in done.stderr
+    assert f"hostile plugin writes to fd 1 from {stage}" in done.stderr
+
+
 @pytest.mark.parametrize("stage", ["import", "hook", "probe"])
 def test_a_plugin_that_exits_does_not_end_the_listing(stage: str) -> None:
     done = hostile(f"{stage}:exit", "--json")

@@ -7,9 +7,10 @@ machine; ``eventapi trace merge FILE ... -o OUT`` and ``eventapi trace report FI
 work on traces (:mod:`eventapi.trace`). Exit status: 0 on success, 1 when a check fails or
 the default selection would fail, 2 for a usage error.
 
-While ``eventapi backends`` runs plugin code (imports, hooks, probes), what that code prints,
-through ``sys.stdout`` or straight to file descriptor 1, goes to stderr: stdout carries the
-table or the JSON and nothing else.
+While ``eventapi backends`` and ``eventapi check`` run plugin or backend code (imports, hooks,
+probes, loads, the checks themselves), what that code prints, through ``sys.stdout`` or
+straight to file descriptor 1, goes to stderr: stdout carries the table, the report or the JSON
+and nothing else.
 """
 
 from __future__ import annotations
@@ -218,7 +219,8 @@ def _check(names: list[str], as_json: bool, trace: str | None) -> int:
     # Imported here: the check pulls in the fence and profiler machinery that listing does not.
     from ._check import run_check
 
-    return run_check(names, as_json=as_json, trace=trace)
+    with _stdout_kept_for_us() as out:
+        return run_check(names, as_json=as_json, trace=trace, out=out)
 
 
 def _trace(args: argparse.Namespace) -> int:
