@@ -306,6 +306,30 @@ def test_a_device_index_creates_on_that_device_from_any_thread(
     assert second.live_handles() == (0, 0)
 
 
+def test_hip_with_one_device_creates_without_asking_for_the_current_device() -> None:
+    from eventapi_hip import HipBackend
+
+    hip_emu = load("hip")
+    hip_emu.set_device_count(1)
+    try:
+        only = HipBackend(0)
+        asked = hip_emu.calls("hipGetDevice")
+        stream = only.stream_create_non_blocking()
+        event = only.event_create()
+        only.event_record(event, stream)
+        only.event_wait(event)
+        assert hip_emu.calls("hipGetDevice") == asked
+        only.event_destroy(event)
+        only.stream_destroy(stream)
+        assert only.live_handles() == (0, 0)
+    finally:
+        hip_emu.set_device_count(2)
+    two = HipBackend(0)
+    asked = hip_emu.calls("hipGetDevice")
+    two.event_destroy(two.event_create())
+    assert hip_emu.calls("hipGetDevice") == asked + 1  # with two, a create asks
+
+
 def test_the_primary_context_is_released_when_the_backend_object_is_collected() -> None:
     from eventapi_cuda import CudaBackend
 

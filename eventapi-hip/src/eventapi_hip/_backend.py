@@ -144,7 +144,7 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
     BACKEND = "hip"
     CAPTURED_EVENT_STATUS = int(_HipError.hipErrorCapturedEvent)
 
-    __slots__ = ("_ordinal",)
+    __slots__ = ("_only_device", "_ordinal")
 
     def __init__(self, device: int = 0) -> None:
         ordinal = operator.index(device)
@@ -168,6 +168,9 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
                     f"hip: device {ordinal} cannot be used: {exc}"
                 ) from exc
             count = 0
+        # The visible devices are fixed when the runtime starts (HIP_VISIBLE_DEVICES): with
+        # one, every thread's current device is it, and a create need not ask.
+        self._only_device = count == 1
         if ordinal >= count:
             raise BackendUnavailableError(
                 f"hip: no HIP device {ordinal}: {count} visible (devices 0 to {count - 1}; "
@@ -193,6 +196,8 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
     # -- threads and devices ------------------------------------------------------------------
 
     def _create_on_device(self, create: Callable[..., Any], flags: int) -> Any:
+        if self._only_device:
+            return _call(create, flags)
         current = _call(hip.hipGetDevice)
         if current == self._ordinal:
             return _call(create, flags)
