@@ -8,8 +8,10 @@ the rows of the names they install, and block ``cuda`` and ``hip`` where priorit
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -174,6 +176,34 @@ def test_listing_imports_only_what_the_rows_need() -> None:
         "email.parser",
     }
     assert heavy & set(state["modules"]) == set()
+
+
+def test_specs_and_rows_are_immutable_values() -> None:
+    def load(device: int | None) -> object:
+        return object()
+
+    spec = BackendSpec("toy", load, priority=60)
+    same = BackendSpec(name="toy", load=load, priority=60)
+    assert spec == same
+    assert hash(spec) == hash(same)
+    assert spec != BackendSpec("toy", load, priority=61)
+    assert (spec.probe(), spec.install_hint, spec.api_version, spec.default_device) == (
+        None,
+        "",
+        eventapi.PLUGIN_API,
+        None,
+    )
+    assert repr(spec).startswith("BackendSpec(name='toy', load=")
+    with pytest.raises(AttributeError, match="immutable"):
+        spec.priority = 1
+    with pytest.raises(AttributeError):
+        spec.extra = 1
+    row = BackendInfo("toy", "eventapi-toy", "1.0", 60, "ok", "", "")
+    assert pickle.loads(pickle.dumps(row)) == row
+    assert copy.deepcopy(row) == row
+    assert row.usable
+    with pytest.raises(AttributeError, match="immutable"):
+        del row.status
 
 
 def test_selecting_by_name_imports_only_that_plugin(sites: AddSites) -> None:
