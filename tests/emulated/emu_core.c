@@ -304,6 +304,12 @@ static void stream_unref(stream *s) {
     free(s);
 }
 
+/* Tell the worker its queue or its state changed (g.mu held). */
+static void kick(stream *s) {
+    __atomic_add_fetch(&s->kicks, 1, __ATOMIC_RELEASE);
+    if (s->sleeping) pthread_cond_signal(&s->work);
+}
+
 /*
  * With EMU_WORKER_POLL_US set, an idle worker polls its queue that long before it sleeps, as a
  * device polls its command queue: a record then costs the host an enqueue, never a wake-up of
@@ -313,27 +319,15 @@ static void stream_unref(stream *s) {
  * the device's latency, so every call costs a fraction of a real driver's; benchmarks use it
  * to show what a caller's own code costs when the driver costs next to nothing.
  */
-/* Tell the worker its queue or its state changed (g.mu held). */
-static void kick(stream *s) {
-    __atomic_add_fetch(&s->kicks, 1, __ATOMIC_RELEASE);
-    if (s->sleeping) pthread_cond_signal(&s->work);
-}
-
-static int poll_for_work(stream *s) {
-    if (g.worker_poll_ns <= 0) return 0;
+static void poll_for_work(stream *s) {
+    if (g.worker_poll_ns <= 0) return;
     int seen = __atomic_load_n(&s->kicks, __ATOMIC_ACQUIRE);
-    pthread_mutex_unlock(&g.mu);
     int64_t until = now_ns() + g.worker_poll_ns;
-    int found = 0;
+    pthread_mutex_unlock(&g.mu);
     do {
         sched_yield();
-        if (__atomic_load_n(&s->kicks, __ATOMIC_ACQUIRE) != seen) {
-            found = 1;
-            break;
-        }
-    } while (now_ns() < until);
+    } while (__atomic_load_n(&s->kicks, __ATOMIC_ACQUIRE) == seen && now_ns() < until);
     pthread_mutex_lock(&g.mu);
-    return found;
 }
 
 static void *worker(void *arg) {
