@@ -35,7 +35,7 @@ from ._anchor import (
     sample_anchor,
 )
 from ._capabilities import capabilities_of
-from ._errors import DriverError, EventStateError
+from ._errors import EventStateError
 from ._nvtx import NvtxRanges, ranges_for
 from ._pool import EventPool
 from ._protocol import EventApi
@@ -173,9 +173,8 @@ class Window(SingleOwner, Generic[E]):
 
     One-shot: :meth:`stop` once, or leave a ``with`` block. A window opened while the stream was
     capturing a graph is *skipped*: it holds no event and its :meth:`stop` and ``with`` exit do
-    nothing. A window a capture began inside of is skipped too: when it stops, or, on a backend
-    that names the driver's status for a captured event (``cuda``, ``hip``, ``host``), when it
-    is read back. Use it on the thread that uses its profiler. It holds its profiler's events:
+    nothing. A window a capture began inside of is skipped too, when it stops: its end is not
+    recorded. Use it on the thread that uses its profiler. It holds its profiler's events:
     ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`.
     """
 
@@ -213,7 +212,7 @@ class Window(SingleOwner, Generic[E]):
     @property
     def skipped(self) -> bool:
         """True when the window was not (or not wholly) recorded because the stream was
-        capturing a graph; for a capture that began inside it, see the class docstring."""
+        capturing a graph: as it opened, or (known once it stopped) as it stopped."""
         return self._skipped
 
     @property
@@ -299,7 +298,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_anchor_target",
         "_api",
         "_capture_check",
-        "_captured",
         "_closed",
         "_earlier",
         "_elapsed",
@@ -320,7 +318,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_skipped",
         "_spans",
         "_spans_seen",
-        "_stop_check",
         "_stream",
         "_summaries",
         "_target",
@@ -366,16 +363,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._screened: Callable[[E, Any], bool] | None = (
             pin.event_record_unless_capturing if pin is not None and capture else None
         )
-        # One capture check per window, as it opens, where the backend names its driver's
-        # status for an event recorded into a capture: a capture that began inside a window
-        # then shows when the window is read back (its end went into the capture, and reading
-        # it fails with that status). Elsewhere the window checks again as it stops.
-        self._captured: Callable[[BaseException], bool] | None = (
-            pin.is_captured_event_error
-            if pin is not None and capture and pin.tells_captured_events
-            else None
-        )
-        self._stop_check = self._capture_check if self._captured is None else None
         self._pool: EventPool[E] = EventPool(
             recorder.event_create, recorder.event_destroy, api.BACKEND
         )
@@ -542,7 +529,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"window {window.name!r} stopped while {top.name!r}, opened inside it, is still "
                 f"open; stop {top.name!r} first (windows nest like with blocks)"
             )
-        capture_check = self._stop_check
+        # Checked again, not left to collect(): a timing event recorded into a capture is
+        # refused by CUDA, and any record there would become part of the user's graph.
+        capture_check = self._capture_check
         if capture_check is not None and capture_check(self._target):
             # The capture began while the window was open: its end cannot be recorded.
             opened.pop()
@@ -643,20 +632,18 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         pending = self._pending
         if not pending:
             return []
+        last_end = pending[-1]._end
+        assert last_end is not None  # a pending window holds both events
         # One stream, in order: reaching the last end means every earlier record was reached.
         # The anchor, on the profiler's own stream, is recorded only after this returns, so it
         # lies after every window and waits for nothing queued behind them.
-        if not self._wait_for_an_end():
-            self._finish(pending, [], list(pending))
-            return []
+        self._recorder.event_wait(last_end)
         anchor, samples = self._take_anchor()
-        captured: list[Window[E]] = []
         try:
             reference = samples[0]
             earlier = self._earlier_than(reference)
             place = Placement(anchor, earlier).span
             read = self._read_window
-            is_captured = self._captured
             make_span = _make_span
             label = self._label
             spans: list[Span] = []
@@ -665,14 +652,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             # opened (the same order unless windows nest, and sorting sorted runs is linear).
             for window in sorted(pending, key=_opened):
                 start = window._start
-                try:
-                    # The anchor lies after the window, so neither reading is clamped.
-                    duration_ns, before = read(start, window._end, reference)  # type: ignore[arg-type]
-                except DriverError as exc:
-                    if is_captured is None or not is_captured(exc):
-                        raise
-                    captured.append(window)  # a capture began inside it: its end has no time
-                    continue
+                # The anchor lies after the window, so neither reading is clamped.
+                duration_ns, before = read(start, window._end, reference)  # type: ignore[arg-type]
                 start_ns, end_ns, bound_ns = place(before, duration_ns)
                 append(
                     make_span(
@@ -689,7 +670,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._release_all(samples)
             raise
         self._keep_anchor(anchor, samples, earlier)
-        self._finish(pending, spans, captured)
+        self._finish(pending, spans)
         return spans
 
     def _read_apart(self, start: E, end: E, later: E) -> tuple[int, int]:
@@ -697,24 +678,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         elapsed = self._elapsed
         return elapsed(start, end), elapsed(start, later)
 
-    def _wait_for_an_end(self) -> bool:
-        """Wait until the stream reaches the latest pending end that was not recorded into a
-        capture; False when every one was (nothing to wait for, nothing to read)."""
-        wait = self._recorder.event_wait
-        is_captured = self._captured
-        for window in reversed(self._pending):
-            try:
-                wait(window._end)  # type: ignore[arg-type]
-            except DriverError as exc:
-                if is_captured is None or not is_captured(exc):
-                    raise
-                continue
-            return True
-        return False
-
-    def _finish(
-        self, pending: list[Window[E]], spans: list[Span], captured: list[Window[E]]
-    ) -> None:
+    def _finish(self, pending: list[Window[E]], spans: list[Span]) -> None:
         """Every reading succeeded: only now do the windows give their events back."""
         free = self._pool.free
         for window in pending:
@@ -722,9 +686,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             free.append(window._end)  # type: ignore[arg-type]
             window._start = window._end = None
             window._state = _DONE
-        for window in captured:
-            window._skipped = True
-        self._skipped += len(captured)
         pending.clear()
         self._account(spans)
 

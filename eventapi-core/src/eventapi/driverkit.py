@@ -86,17 +86,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    ClassVar,
-    Final,
-    Generic,
-    NamedTuple,
-    NoReturn,
-    TypeVar,
-    final,
-)
+from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
 
 from ._errors import CaptureError, DriverError, EventStateError, UnsupportedError
 from ._native import (
@@ -999,17 +989,7 @@ class CaptureCheckMixin(DriverBackend[RE, RS]):
     List it before ``DriverBackend`` in the class's bases and spell
     :meth:`_raw_stream_is_capturing`. With it, :class:`HostFuncMixin` also refuses a host
     function on a capturing stream.
-
-    A driver that reports its own status for an event last recorded into a capturing stream
-    (``CUDA_ERROR_CAPTURED_EVENT``, ``hipErrorCapturedEvent``: both 907) names it in
-    :attr:`CAPTURED_EVENT_STATUS`. A profiler on such a backend then checks a stream for a
-    capture once per window, when it opens, and learns that a capture began inside a window
-    from that status when it reads the window back; without it, it checks again at every
-    close.
     """
-
-    CAPTURED_EVENT_STATUS: ClassVar[int | None] = None
-    """The driver's status for an event last recorded in a capture; None when it has none."""
 
     @abstractmethod
     def _raw_stream_is_capturing(self, stream: RS) -> bool:
@@ -1097,7 +1077,6 @@ class Pin(Generic[RE, RS]):
         "__weakref__",
         "_backend",
         "_capture",
-        "_captured_status",
         "_closed",
         "_events",
         "_lock",
@@ -1116,9 +1095,6 @@ class Pin(Generic[RE, RS]):
             and callable(getattr(backend, "stream_is_capturing", None))
             else None
         )
-        self._captured_status: int | None = (
-            backend.CAPTURED_EVENT_STATUS if isinstance(backend, CaptureCheckMixin) else None
-        )
         # Re-entrant for the reason the backend's lock is: a finalizer run by a collection
         # inside a locked section may release another handle of this pin.
         self._lock = threading.RLock()
@@ -1129,22 +1105,6 @@ class Pin(Generic[RE, RS]):
     def closed(self) -> bool:
         """True once :meth:`close` ran: the pin holds nothing and refuses every call."""
         return self._closed
-
-    @property
-    def tells_captured_events(self) -> bool:
-        """True when the backend checks for captures and names the driver's status for an
-        event last recorded in one (:attr:`CaptureCheckMixin.CAPTURED_EVENT_STATUS`)."""
-        return self._capture is not None and self._captured_status is not None
-
-    def is_captured_event_error(self, error: BaseException) -> bool:
-        """True when ``error`` is this backend's refusal of an event last recorded in a
-        capture (and :attr:`tells_captured_events`)."""
-        return (
-            self._captured_status is not None
-            and isinstance(error, DriverError)
-            and error.backend == self._backend.BACKEND
-            and error.code == self._captured_status
-        )
 
     def hold_stream(self, stream: Stream[RS] | object) -> Stream[RS]:
         """Hold ``stream`` until :meth:`close`; returns the handle to pass to this pin's calls.

@@ -175,7 +175,6 @@ class _Record:
 
 # The record of an event recorded into a capturing stream: never reached, refused by waits.
 _CAPTURED: Final = _Record(None)
-_CAPTURED_EVENT: Final = 907  # the status for a captured event, CUDA's and HIP's number
 
 
 @final
@@ -291,7 +290,7 @@ def _latest(event: _HostEvent, call: str) -> _Record:
     if record is _CAPTURED:
         raise _error(
             call,
-            _CAPTURED_EVENT,
+            907,
             "CAPTURED_EVENT",
             f"event {event!r} was last recorded into a stream capturing a graph, so it has no "
             "timestamp to wait for or read; record it again outside the capture",
@@ -324,7 +323,6 @@ class HostBackend(
     """
 
     BACKEND = "host"
-    CAPTURED_EVENT_STATUS = _CAPTURED_EVENT
 
     def __init__(self) -> None:
         super().__init__()

@@ -174,7 +174,6 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
     """
 
     BACKEND = "cuda"
-    CAPTURED_EVENT_STATUS = int(_CUresult.CUDA_ERROR_CAPTURED_EVENT)
 
     __slots__ = ("_context", "_context_handle", "_device", "_ordinal")
 

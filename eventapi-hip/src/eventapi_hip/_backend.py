@@ -142,7 +142,6 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
     """
 
     BACKEND = "hip"
-    CAPTURED_EVENT_STATUS = int(_HipError.hipErrorCapturedEvent)
 
     __slots__ = ("_only_device", "_ordinal")
 
