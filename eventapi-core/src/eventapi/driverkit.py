@@ -1073,15 +1073,7 @@ class Pin(Generic[RE, RS]):
     without that lock, counted in as the protocol's ``event_wait`` is.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_backend",
-        "_capture",
-        "_closed",
-        "_events",
-        "_lock",
-        "_streams",
-    )
+    __slots__ = ("__weakref__", "_backend", "_capture", "_closed", "_events", "_lock", "_streams")
 
     def __init__(self, backend: DriverBackend[RE, RS]) -> None:
         self._backend = backend
