@@ -155,9 +155,9 @@ def test_listing_imports_no_driver_binding_and_loads_no_backend() -> None:
 def test_listing_imports_only_what_the_rows_need() -> None:
     # The rows need discovery, the plugins' hook modules and their probes: not the handle
     # layer the probes' helpers are re-exported from, not the fence or the profiler, not
-    # logging, which discovery imports only to report a plugin that misbehaves, and neither
-    # dataclasses nor the email parser behind importlib.metadata's version() (about 3 ms
-    # together, against the 7 ms listing may add to pluggy's own import and scan).
+    # logging, which discovery imports only to report a plugin that misbehaves, and not the
+    # email parser behind importlib.metadata's version() (about 0.7 ms, against the 7 ms
+    # listing may add to pluggy's own import and scan).
     state = run_python(
         "import json, sys, eventapi\n"
         "eventapi.backends()\n"
@@ -172,7 +172,6 @@ def test_listing_imports_only_what_the_rows_need() -> None:
         "eventapi._selection",
         "eventapi.host",
         "logging",
-        "dataclasses",
         "email.parser",
     }
     assert heavy & set(state["modules"]) == set()
@@ -194,15 +193,13 @@ def test_specs_and_rows_are_immutable_values() -> None:
         None,
     )
     assert repr(spec).startswith("BackendSpec(name='toy', load=")
-    with pytest.raises(AttributeError, match="immutable"):
-        spec.priority = 1
     with pytest.raises(AttributeError):
-        spec.extra = 1
+        spec.priority = 1  # type: ignore[misc]
     row = BackendInfo("toy", "eventapi-toy", "1.0", 60, "ok", "", "")
     assert pickle.loads(pickle.dumps(row)) == row
     assert copy.deepcopy(row) == row
     assert row.usable
-    with pytest.raises(AttributeError, match="immutable"):
+    with pytest.raises(AttributeError):
         del row.status
 
 

@@ -9,7 +9,8 @@ and only :attr:`BackendSpec.load` does.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Final, final
+from dataclasses import dataclass
+from typing import Any, Final, final
 
 import pluggy
 
@@ -57,56 +58,9 @@ hookspec: Final = pluggy.HookspecMarker(PROJECT)
 hookimpl: Final = pluggy.HookimplMarker(PROJECT)
 
 
-def _no_reason() -> str | None:
-    return None
-
-
-class _Value:
-    """An immutable value over ``__slots__``: equal and hashed by its fields, shown by them.
-
-    What ``@dataclass(frozen=True, slots=True)`` makes, written out: this module is imported
-    by every process that lists backends, and ``dataclasses`` (its import and the code it
-    generates for the two classes) cost about 2 ms there, a fifth of what a first listing
-    adds to pluggy's own import and scan.
-    """
-
-    __slots__ = ()
-    _FIELDS: ClassVar[tuple[str, ...]] = ()  # the slots, in the order of __init__'s parameters
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to {name!r}: a {type(self).__name__} is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete {name!r}: a {type(self).__name__} is immutable")
-
-    def _fields(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self._FIELDS)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        assert isinstance(other, _Value)
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
-        return f"{type(self).__name__}({fields})"
-
-    def __copy__(self) -> _Value:
-        return self  # immutable: a copy is the value itself
-
-    def __deepcopy__(self, memo: dict[int, object]) -> _Value:
-        return self
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), self._fields())
-
-
 @final
-class BackendSpec(_Value):
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
     """How to load one backend, as a plugin declares it.
 
     ``load(device)`` does the heavy import and returns the backend object for ``device`` (an
@@ -122,64 +76,24 @@ class BackendSpec(_Value):
     ``"NAME"`` is selected first.
     """
 
-    _FIELDS = (
-        "name",
-        "load",
-        "priority",
-        "probe",
-        "install_hint",
-        "api_version",
-        "default_device",
-    )
-    __slots__ = _FIELDS
-
     name: str
     load: Callable[[int | None], Any]
-    priority: int
-    probe: Callable[[], str | None]
-    install_hint: str
-    api_version: tuple[int, int]
-    default_device: int | None
-
-    def __init__(
-        self,
-        name: str,
-        load: Callable[[int | None], Any],
-        priority: int = 50,
-        probe: Callable[[], str | None] = _no_reason,
-        install_hint: str = "",
-        api_version: tuple[int, int] = PLUGIN_API,
-        default_device: int | None = None,
-    ) -> None:
-        init = object.__setattr__
-        init(self, "name", name)
-        init(self, "load", load)
-        init(self, "priority", priority)
-        init(self, "probe", probe)
-        init(self, "install_hint", install_hint)
-        init(self, "api_version", api_version)
-        init(self, "default_device", default_device)
+    priority: int = 50
+    probe: Callable[[], str | None] = lambda: None
+    install_hint: str = ""
+    api_version: tuple[int, int] = PLUGIN_API
+    default_device: int | None = None
 
 
 @final
-class BackendInfo(_Value):
+@dataclass(frozen=True, slots=True)
+class BackendInfo:
     """One row of :func:`eventapi.backends`: a backend as discovery found it.
 
     ``status`` is ``"ok"``, ``"unavailable: <reason>"``, ``"broken: <error>"`` or ``"blocked"``;
     ``reason`` is the part after the colon (empty when ``ok``; for ``blocked``, the variable
     that blocks it). ``priority`` is 0 when a broken or blocked plugin could not say.
     """
-
-    _FIELDS = (
-        "name",
-        "distribution",
-        "version",
-        "priority",
-        "status",
-        "reason",
-        "install_hint",
-    )
-    __slots__ = _FIELDS
 
     name: str
     distribution: str
@@ -188,25 +102,6 @@ class BackendInfo(_Value):
     status: str
     reason: str
     install_hint: str
-
-    def __init__(
-        self,
-        name: str,
-        distribution: str,
-        version: str,
-        priority: int,
-        status: str,
-        reason: str,
-        install_hint: str,
-    ) -> None:
-        init = object.__setattr__
-        init(self, "name", name)
-        init(self, "distribution", distribution)
-        init(self, "version", version)
-        init(self, "priority", priority)
-        init(self, "status", status)
-        init(self, "reason", reason)
-        init(self, "install_hint", install_hint)
 
     @property
     def usable(self) -> bool:
