@@ -690,8 +690,8 @@ def test_a_host_function_is_refused_on_a_capturing_stream_and_nothing_is_held(
 def test_a_capture_begun_inside_a_window_skips_it_and_nothing_is_recorded_into_the_capture(
     api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
 ) -> None:
-    # The stop checks the stream again: a timing event recorded into a capture would be
-    # refused by CUDA, and would become part of the user's graph.
+    # The stop checks the stream again: a record into a capture would become part of the
+    # user's graph.
     with EventProfiler[Any, Any](api, stream) as prof:
         with prof.window("before"):
             pass

@@ -529,8 +529,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"window {window.name!r} stopped while {top.name!r}, opened inside it, is still "
                 f"open; stop {top.name!r} first (windows nest like with blocks)"
             )
-        # Checked again, not left to collect(): a timing event recorded into a capture is
-        # refused by CUDA, and any record there would become part of the user's graph.
+        # Checked again, not left to collect(): a record into a capture would become part of
+        # the user's graph (and a timing event's record there is reported to fail).
         capture_check = self._capture_check
         if capture_check is not None and capture_check(self._target):
             # The capture began while the window was open: its end cannot be recorded.
