@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+import isolated
 import pytest
+from isolated import clean_env, copy_source
 from kit_run import KIT
 from test_examples import SCRIPTS, run_example
 
@@ -35,32 +35,8 @@ RUN_TIMEOUT_S = 120
 SKIP_DIRS = {"build", "__pycache__", ".pytest_cache"}
 
 
-def clean_env() -> dict[str, str]:
-    """The environment without anything that would steer eventapi or the import system."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("EVENTAPI_", "EMU_"))
-        and key not in {"PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV"}
-    }
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
 def run(*args: str | Path, cwd: Path, timeout: float = RUN_TIMEOUT_S) -> str:
-    done = subprocess.run(
-        [str(arg) for arg in args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=clean_env(),
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, (
-        f"{' '.join(map(str, args))} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
-    )
-    return done.stdout
+    return isolated.run(*args, cwd=cwd, timeout=timeout)
 
 
 def sources_hash() -> str:
@@ -75,12 +51,6 @@ def sources_hash() -> str:
                 digest.update(str(path.relative_to(ROOT)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def copy_source(source: Path, target: Path) -> Path:
-    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
-    shutil.copytree(source, target, ignore=ignore)
-    return target
 
 
 @pytest.fixture(scope="module")

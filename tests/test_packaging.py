@@ -16,9 +16,7 @@ conformance kit on it: the public names and one entry point are enough to plug a
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -26,8 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import isolated
 import pytest
 from emulated_driver import build, library_path
+from isolated import clean_env, copy_source
 from kit_run import KIT, run_pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -46,19 +46,6 @@ BINDINGS = {12: Version("12.9.10"), 13: Version("13.5.0")}
 PIP_TIMEOUT_S = 300
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without anything that would steer eventapi or the import system."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("EVENTAPI_", "EMU_"))
-        and key not in {"PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV"}
-    }
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update(extra)
-    return env
-
-
 def on_driver(cuda_version: int) -> dict[str, str]:
     """The environment of a machine whose NVIDIA driver supports ``cuda_version`` (12040: 12.4)."""
     build()
@@ -68,25 +55,7 @@ def on_driver(cuda_version: int) -> dict[str, str]:
 
 
 def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(
-        [str(arg) for arg in args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=clean_env() if env is None else env,
-        timeout=PIP_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, (
-        f"{' '.join(map(str, args))} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
-    )
-    return done.stdout
-
-
-def copy_source(source: Path, target: Path) -> Path:
-    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
-    shutil.copytree(source, target, ignore=ignore)
-    return target
+    return isolated.run(*args, cwd=cwd, env=env, timeout=PIP_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,58 @@
+"""Commands run outside this checkout's environment, for tests that build and install packages.
+
+The packaging tests and the OpenCL example's test build wheels from copies of the sources and
+install them into fresh venvs: nothing of the developer's environment may steer what those
+commands do or what the installed code imports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+__all__ = ["clean_env", "copy_source", "run"]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without anything that would steer eventapi or the import system."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("EVENTAPI_", "EMU_"))
+        and key not in {"PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV"}
+    }
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
+
+def run(
+    *args: str | Path,
+    timeout: float,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    """Run a command in :func:`clean_env` (or ``env``); its stdout. Fails the test, with the
+    command's output, when it exits non-zero."""
+    done = subprocess.run(
+        [str(arg) for arg in args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=clean_env() if env is None else env,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, (
+        f"{' '.join(map(str, args))} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+    )
+    return done.stdout
+
+
+def copy_source(source: Path, target: Path) -> Path:
+    """Copy a source folder without its build outputs; returns ``target``."""
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(source, target, ignore=ignore)
+    return target
