@@ -559,11 +559,35 @@ def test_a_pin_records_its_own_handles_and_refuses_every_other(api: GatedBackend
     never = pin.event_create()
     for start, end, later in ((event, event, theirs), (event, never, event), (plain, event, event)):
         with pytest.raises(EventStateError):
-            pin.event_elapsed_from(start, end, later)
+            pin.read_windows([event, start], [event, end], later)
+    with pytest.raises(ValueError, match="2 starts but 1 ends"):
+        pin.read_windows([event, event], [event], event)
     assert len(api.raw_calls("event_record")) == 1  # none of the refused reached the driver
     assert api.raw_calls("event_elapsed") == []
     assert pin.event_elapsed(event, event) == 0  # a negative reading clamped, as elsewhere
-    assert pin.event_elapsed_from(event, event, event) == (0, 0)
+    assert pin.read_windows([event, event], [event, event], event) == ([0, 0], [0, 0])
+    assert pin.read_windows([], [], event) == ([], [])
+    # Each start's reading pairs with its own end, then with `later`, in the order given
+    # (this backend reads end - start - 10; handles are numbered in creation order).
+    early = pin.event_create()
+    spacers = [api.event_create() for _ in range(20)]
+    late = pin.event_create()
+    spacers += [api.event_create() for _ in range(20)]
+    later = pin.event_create()
+    for held in (early, late, later):
+        pin.event_record(held, stream)
+    assert pin.read_windows([early, event], [late, late], later) == (
+        [late._raw - early._raw - 10, late._raw - event._raw - 10],
+        [later._raw - early._raw - 10, later._raw - event._raw - 10],
+    )
+    assert api.raw_calls("event_elapsed")[-4:] == [
+        (early._raw, late._raw),
+        (event._raw, late._raw),
+        (early._raw, later._raw),
+        (event._raw, later._raw),
+    ]
+    for spacer in spacers:
+        api.event_destroy(spacer)
 
     other.close()
     pin.close()

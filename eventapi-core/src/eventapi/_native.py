@@ -125,6 +125,31 @@ class DriverCalls:
             return None
         return result[1] if len(result) == 2 else tuple(result[1:])
 
+    def each(
+        self, fn: Callable[[Any, Any], Any], firsts: Sequence[Any], seconds: Sequence[Any]
+    ) -> list[Any]:
+        """``fn(firsts[i], seconds[i])`` for each ``i``, in order; the one value each returns.
+
+        For a call whose result is ``(status, value)``, made many times in a row (the readings
+        of a profiler's collect): the same checks as :meth:`__call__`, without its generality
+        per call. Raises :class:`~eventapi.DriverError` at the first failure, and
+        :class:`ValueError` when the two sequences differ in length.
+        """
+        lost = self.lost
+        if lost is not None:
+            raise self._lost_again(lost, fn)
+        values: list[Any] = []
+        append = values.append
+        try:
+            for first, second in zip(firsts, seconds, strict=True):
+                status, value = fn(first, second)
+                if status:
+                    raise self.error(_call_name(fn), status)
+                append(value)
+        except RuntimeError as exc:
+            raise self.unreachable(fn, exc) from exc
+        return values
+
     def ready(self, fn: Callable[..., Any], *args: object) -> bool:
         """Call a query: True on success, False on the not-ready status, else raise."""
         lost = self.lost

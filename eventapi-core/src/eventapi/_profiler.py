@@ -309,7 +309,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_pending",
         "_pin",
         "_pool",
-        "_read_window",
+        "_read_windows",
         "_record_into",
         "_recorder",
         "_screened",
@@ -352,9 +352,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._recorder: Recorder[E, Any] = recorder
         self._record_into: Callable[[E, Any], None] = recorder.event_record
         self._elapsed: Callable[[E, E], int] = recorder.event_elapsed
-        # A window's two readings at collect, in one call where a pin offers it.
-        self._read_window: Callable[[E, E, E], tuple[int, int]] = (
-            self._read_apart if pin is None else pin.event_elapsed_from
+        # Every window's two readings at collect, in one call where a pin offers it.
+        self._read_windows: Callable[[list[E], list[E], E], tuple[list[int], list[int]]] = (
+            self._read_apart if pin is None else pin.read_windows
         )
         self._capture_check: Callable[[Any], bool] | None = (
             recorder.stream_is_capturing if capture else None
@@ -490,28 +490,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             raise TypeError(f"a window name must be a str, got {name!r}")
         opened = self._open
         seq = self._seq = self._seq + 1
-        free = self._pool.free
-        screened = self._screened
-        if screened is not None and free:
-            # The capture check and the record in one call, back to back: nothing of the
-            # profiler's own runs between the two driver calls.
-            event = free.pop()
-            try:
-                recorded = screened(event, self._target)
-            except BaseException:
-                free.append(event)
-                raise
-            if not recorded:
-                free.append(event)
-                self._skipped += 1
-                return Window(self, name, len(opened), seq, None)
-        else:
-            # Checked before an event is taken: a window skipped or refused creates none.
-            capture_check = self._capture_check
-            if capture_check is not None and capture_check(self._target):
-                self._skipped += 1
-                return Window(self, name, len(opened), seq, None)
-            event = self._record()
+        event = self._record_unless_capturing()
+        if event is None:
+            self._skipped += 1
+            return Window(self, name, len(opened), seq, None)
         window: Window[E] = Window(self, name, len(opened), seq, event)
         opened.append(window)
         if self._nvtx is not None:
@@ -531,13 +513,12 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             )
         # Checked again, not left to collect(): a record into a capture would become part of
         # the user's graph (and a timing event's record there is reported to fail).
+        # Two calls, not the pin's one screened call: a failed check leaves the window open
+        # (stop() may be tried again), a failed record discards it.
         capture_check = self._capture_check
         if capture_check is not None and capture_check(self._target):
             # The capture began while the window was open: its end cannot be recorded.
-            opened.pop()
-            if self._nvtx is not None:
-                self._nvtx.end()
-            self._discard(window)
+            self._drop_top(window)
             window._skipped = True
             self._skipped += 1
             return
@@ -546,16 +527,20 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         except BaseException:
             # A window without an end can never be read; dropping it keeps the windows
             # around it stoppable.
-            opened.pop()
-            if self._nvtx is not None:
-                self._nvtx.end()
-            self._discard(window)
+            self._drop_top(window)
             raise
         opened.pop()
         if self._nvtx is not None:
             self._nvtx.end()
         window._state = _CLOSED
         self._pending.append(window)
+
+    def _drop_top(self, window: Window[E]) -> None:
+        """Close the innermost open window, ``window``, without recording its end."""
+        self._open.pop()
+        if self._nvtx is not None:
+            self._nvtx.end()
+        self._discard(window)
 
     def _stop_unusual(self, window: Window[E]) -> None:
         # A closed profiler, a window stopped twice, or a skipped window.
@@ -643,17 +628,21 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             reference = samples[0]
             earlier = self._earlier_than(reference)
             place = Placement(anchor, earlier).span
-            read = self._read_window
+            # Windows are pending in the order they stopped; spans go out in the order they
+            # opened (the same order unless windows nest, and sorting sorted runs is linear).
+            windows = sorted(pending, key=_opened)
+            # The anchor lies after every window, so no reading of how far before it a window
+            # started is clamped.
+            durations, befores = self._read_windows(
+                [w._start for w in windows],  # type: ignore[misc]
+                [w._end for w in windows],  # type: ignore[misc]
+                reference,
+            )
             make_span = _make_span
             label = self._label
             spans: list[Span] = []
             append = spans.append
-            # Windows are pending in the order they stopped; spans go out in the order they
-            # opened (the same order unless windows nest, and sorting sorted runs is linear).
-            for window in sorted(pending, key=_opened):
-                start = window._start
-                # The anchor lies after the window, so neither reading is clamped.
-                duration_ns, before = read(start, window._end, reference)  # type: ignore[arg-type]
+            for window, duration_ns, before in zip(windows, durations, befores, strict=True):
                 start_ns, end_ns, bound_ns = place(before, duration_ns)
                 append(
                     make_span(
@@ -673,10 +662,11 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._finish(pending, spans)
         return spans
 
-    def _read_apart(self, start: E, end: E, later: E) -> tuple[int, int]:
-        """A window's duration, then how far its start lies before ``later``."""
+    def _read_apart(self, starts: list[E], ends: list[E], later: E) -> tuple[list[int], list[int]]:
+        """Each window's duration, then how far its start lies before ``later``."""
         elapsed = self._elapsed
-        return elapsed(start, end), elapsed(start, later)
+        durations = [elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
+        return durations, [elapsed(start, later) for start in starts]
 
     def _finish(self, pending: list[Window[E]], spans: list[Span]) -> None:
         """Every reading succeeded: only now do the windows give their events back."""
@@ -834,6 +824,29 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             raise EventStateError(
                 f"{self._label}: {call} on a closed EventProfiler; create a new profiler"
             )
+
+    def _record_unless_capturing(self) -> E | None:
+        """A pooled event recorded into the stream now, or None when the stream is capturing
+        a graph (nothing recorded, no event taken). A failed record gives the event back."""
+        free = self._pool.free
+        screened = self._screened
+        if screened is not None and free:
+            # The capture check and the record in one call, back to back: nothing of the
+            # profiler's own runs between the two driver calls.
+            event = free.pop()
+            try:
+                if screened(event, self._target):
+                    return event
+            except BaseException:
+                free.append(event)
+                raise
+            free.append(event)
+            return None
+        # Checked before an event is taken: a window skipped or refused creates none.
+        capture_check = self._capture_check
+        if capture_check is not None and capture_check(self._target):
+            return None
+        return self._record()
 
     def _record(self) -> E:
         pool = self._pool

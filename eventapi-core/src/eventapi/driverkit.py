@@ -44,6 +44,9 @@ The ``_raw_*`` contract (what a subclass spells):
   runs from finalizers and ``close()``. A raw destroy that fails must still leave nothing of the
   handle running: the base counts the handle gone either way and never passes it again.
 * ``_raw_event_elapsed_ns`` returns the driver's reading unclamped; the base clamps.
+  ``_raw_event_elapsed_ns_many`` (optional) makes many readings in one call, for a profiler's
+  collect; the default calls ``_raw_event_elapsed_ns`` for each, and a backend overrides it
+  where the binding can be called in a tighter loop (:meth:`DriverCalls.each`).
 
 What a subclass may call besides (its protected surface): :meth:`DriverBackend._hold_stream`
 and :meth:`DriverBackend._hold_event`, context managers that resolve a handle (or adopt a
@@ -84,7 +87,7 @@ import threading
 import warnings
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
 
@@ -473,6 +476,16 @@ class DriverBackend(ABC, Generic[RE, RS]):
     @abstractmethod
     def _raw_event_elapsed_ns(self, start: RE, end: RE) -> int:
         """Device time from start to end in nanoseconds, unclamped (the base clamps)."""
+
+    def _raw_event_elapsed_ns_many(self, starts: list[RE], ends: list[RE]) -> list[int]:
+        """``_raw_event_elapsed_ns(starts[i], ends[i])`` for each ``i``, in order, unclamped.
+
+        Raises the first reading's :class:`~eventapi.DriverError`. Override it where the
+        binding's call can be made in a tighter loop than one raw call per reading (on a
+        binding whose calls return ``(status, value)``, :meth:`DriverCalls.each` is that loop).
+        """
+        read = self._raw_event_elapsed_ns
+        return [read(start, end) for start, end in zip(starts, ends, strict=True)]
 
     @abstractmethod
     def _raw_stream_wait_event(self, stream: RS, event: RE) -> None:
@@ -1181,31 +1194,43 @@ class Pin(Generic[RE, RS]):
     def event_elapsed(self, start: Event[RE], end: Event[RE]) -> int:
         """Device nanoseconds from ``start`` to ``end`` (clamped at 0); both held and recorded."""
         with self._lock:
-            backend = self._reading(start, end)
+            backend = self._reading("event_elapsed", start, end)
             return max(0, backend._raw_event_elapsed_ns(start._raw, end._raw))
 
-    def event_elapsed_from(
-        self, start: Event[RE], end: Event[RE], later: Event[RE]
-    ) -> tuple[int, int]:
-        """``(event_elapsed(start, end), event_elapsed(start, later))`` in one call.
+    def read_windows(
+        self, starts: Sequence[Event[RE]], ends: Sequence[Event[RE]], later: Event[RE]
+    ) -> tuple[list[int], list[int]]:
+        """What a profiler reads of its windows at collect, in one call.
 
-        What a profiler reads of each window (its duration, and how far its start lies before
-        the anchor ``later``), with the lock taken and the handles checked once. The duration
-        is read first, so that a failure of it is the one raised.
+        Returns ``(durations, befores)``: ``event_elapsed(starts[i], ends[i])`` and
+        ``event_elapsed(starts[i], later)`` for each ``i`` (``later`` being the anchor's event,
+        recorded after every window), clamped at 0. The lock is taken and each handle checked
+        once, and the readings are made through :meth:`DriverBackend._raw_event_elapsed_ns_many`
+        in one batch, durations first. Raises :class:`~eventapi.EventStateError` for an event
+        this pin does not hold, a closed one or one never recorded (before any reading),
+        :class:`ValueError` when ``starts`` and ``ends`` differ in length, and the first
+        failed reading's :class:`~eventapi.DriverError`.
         """
+        count = len(starts)
+        if len(ends) != count:
+            raise ValueError(f"read_windows: {count} starts but {len(ends)} ends")
         with self._lock:
-            read = self._reading(start, end, later)._raw_event_elapsed_ns
-            raw = start._raw
-            return max(0, read(raw, end._raw)), max(0, read(raw, later._raw))
+            backend = self._reading("read_windows", later, *starts, *ends)
+            raw_starts = [event._raw for event in starts]
+            readings = backend._raw_event_elapsed_ns_many(
+                raw_starts + raw_starts, [event._raw for event in ends] + [later._raw] * count
+            )
+        clamped = [reading if reading > 0 else 0 for reading in readings]
+        return clamped[:count], clamped[count:]
 
-    def _reading(self, *events: Event[RE]) -> DriverBackend[RE, RS]:
+    def _reading(self, call: str, *events: Event[RE]) -> DriverBackend[RE, RS]:
         """The backend, once each of ``events`` is held, open and recorded (the lock held)."""
         for event in events:
             if event._pin is not self or event._closed or not event._recorded:
-                self._refuse(event, "event_elapsed")
+                self._refuse(event, call)
         backend = self._backend
         if not getattr(backend._tls, "bound", False):
-            backend._ensure_thread("event_elapsed")
+            backend._ensure_thread(call)
         return backend
 
     def event_wait(self, event: Event[RE]) -> None:

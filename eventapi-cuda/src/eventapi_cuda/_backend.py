@@ -267,6 +267,9 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
     def _raw_event_elapsed_ns(self, start: Any, end: Any) -> int:
         return ms_to_ns(_call(driver.cuEventElapsedTime, start, end))
 
+    def _raw_event_elapsed_ns_many(self, starts: list[Any], ends: list[Any]) -> list[int]:
+        return list(map(ms_to_ns, _call.each(driver.cuEventElapsedTime, starts, ends)))
+
     def _raw_stream_wait_event(self, stream: Any, event: Any) -> None:
         _call(driver.cuStreamWaitEvent, stream, event, 0)
 

@@ -237,6 +237,9 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
         # HIP can read slightly negative for events stamped close together; the base clamps.
         return ms_to_ns(_call(hip.hipEventElapsedTime, start, end))
 
+    def _raw_event_elapsed_ns_many(self, starts: list[Any], ends: list[Any]) -> list[int]:
+        return list(map(ms_to_ns, _call.each(hip.hipEventElapsedTime, starts, ends)))
+
     def _raw_stream_wait_event(self, stream: Any, event: Any) -> None:
         _call(hip.hipStreamWaitEvent, stream, event, 0)
 
