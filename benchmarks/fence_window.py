@@ -29,6 +29,7 @@ eventapi adds on a real device, where the driver's own costs are larger.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import statistics
 import sys
@@ -225,6 +226,25 @@ def peer_variants(backend: str, n: int, batch: int) -> tuple[dict[str, Callable[
 # -- the run ----------------------------------------------------------------------------------
 
 
+def _wakeup_counter() -> Callable[[], int] | None:
+    """The emulated driver's count of worker wake-ups, when it is the driver loaded."""
+    try:
+        counter = ctypes.CDLL(None).emu_worker_wakeups
+    except AttributeError:  # a real driver, or host
+        return None
+    counter.restype = ctypes.c_long
+    return lambda: int(counter())
+
+
+def wakeups_per_op(counter: Callable[[], int], run: Callable[[], None], n: int) -> float:
+    """How many times one run woke a sleeping stream worker of the emulated driver, per
+    operation: a host-side cost of the emulation that a real device does not have, and one
+    that grows on a loaded machine."""
+    before = counter()
+    run()
+    return (counter() - before) / n
+
+
 def per_op_ns(run: Callable[[], None], n: int) -> float:
     begin = time.perf_counter_ns()
     run()
@@ -249,12 +269,20 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
     peers, close_peers = peer_variants(backend, n, batch)
     variants.update(peers)
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    wakeups: dict[str, float] | None = None
     try:
         for run in variants.values():  # warm-up: first calls resolve symbols, fill pools
             run()
         for _ in range(reps):
             for name, run in variants.items():
                 samples[name].append(per_op_ns(run, n))
+        # Counted in a run of its own, after the timed ones, so the count cannot perturb them.
+        counter = _wakeup_counter()
+        wakeups = (
+            None
+            if counter is None
+            else {name: wakeups_per_op(counter, run, n) for name, run in variants.items()}
+        )
     finally:
         profiler.close()
         if raw is not None:
@@ -263,7 +291,16 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
         api.stream_destroy(stream)
         close_peers()
     medians = {name: statistics.median(values) for name, values in samples.items()}
-    return {"backend": backend, "n": n, "reps": reps, "batch": batch, "median_ns": medians}
+    result: dict[str, Any] = {
+        "backend": backend,
+        "n": n,
+        "reps": reps,
+        "batch": batch,
+        "median_ns": medians,
+    }
+    if wakeups is not None:
+        result["wakeups_per_op"] = wakeups
+    return result
 
 
 def table(result: dict[str, Any]) -> str:
@@ -284,6 +321,10 @@ def table(result: dict[str, Any]) -> str:
         peer = medians.get(f"{op}/cuda.core")
         peer_text = f"{peer / 1000:.2f}" if peer else "-"
         rows.append(f"| {label} | {ours / 1000:.2f} | {raw_text} | {ratio} | {peer_text} |")
+    wakeups: dict[str, float] | None = result.get("wakeups_per_op")
+    if wakeups is not None:
+        counts = ", ".join(f"{name} {count:.2f}" for name, count in wakeups.items())
+        rows.append(f"\nemulated driver, worker wake-ups per operation: {counts}")
     return "\n".join(rows)
 
 

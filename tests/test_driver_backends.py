@@ -490,6 +490,41 @@ def test_a_driver_failure_carries_the_drivers_own_name_and_text(
     )
 
 
+def test_a_batch_of_readings_is_what_one_reading_at_a_time_returns(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    # A collect reads every window through the backend's batched call; it must agree with
+    # the single reading, clamp as it does, and fail as it does.
+    pin = api.pin()
+    try:
+        target = pin.hold_stream(stream)
+        events = [pin.event_create() for _ in range(5)]
+        for event in events:
+            pin.event_record(event, target)
+        pin.event_wait(events[-1])
+        starts, ends, later = events[:2], events[2:4], events[4]
+        one_by_one = (
+            [pin.event_elapsed(start, end) for start, end in zip(starts, ends, strict=True)],
+            [pin.event_elapsed(start, later) for start in starts],
+        )
+        call = spelled.name("EventElapsedTime")
+        calls = emu.calls(call)
+        assert pin.read_windows(starts, ends, later) == one_by_one
+        assert emu.calls(call) - calls == 4  # one driver call per reading, no more
+
+        emu.set_negative_elapsed(1)  # as some drivers read events stamped together
+        durations, befores = pin.read_windows(starts, ends, later)
+        assert (durations[0], durations[1:], befores) == (0, one_by_one[0][1:], one_by_one[1])
+
+        emu.inject_fault(call, code=400)
+        with pytest.raises(DriverError) as caught:
+            pin.read_windows(starts, ends, later)
+        assert (caught.value.call, caught.value.code) == (call, 400)
+        assert pin.read_windows(starts, ends, later) == one_by_one  # nothing stuck
+    finally:
+        pin.close()
+
+
 def test_error_names_are_asked_of_the_driver_once_per_code(
     api: Api, emu: EmulatedDriver, spelled: Spelling
 ) -> None:

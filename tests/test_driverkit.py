@@ -32,6 +32,7 @@ from eventapi import (
 from eventapi.driverkit import (
     CaptureCheckMixin,
     DriverBackend,
+    DriverCalls,
     Event,
     EventQueryMixin,
     HostFuncMixin,
@@ -691,3 +692,63 @@ def test_a_pin_records_unless_the_stream_is_capturing() -> None:
     pin.close()
     host.stream_destroy(stream)
     assert host.live_handles() == (0, 0)
+
+
+# -- DriverCalls.each: many calls of one binding function ------------------------------------
+
+
+def _driver_calls() -> DriverCalls:
+    return DriverCalls(
+        "toy",
+        describe=lambda status: (f"TOY_ERROR_{int(status)}", f"toy failure {int(status)}"),
+        not_ready=600,
+        missing=34,
+        missing_hint="install the toy driver",
+        sticky=(700,),
+    )
+
+
+def test_each_returns_every_value_and_stops_at_the_first_failure() -> None:
+    calls = _driver_calls()
+    made: list[tuple[int, int]] = []
+
+    def elapsed(start: int, end: int) -> tuple[int, float]:
+        made.append((start, end))
+        return (400 if end == 99 else 0), float(end - start)
+
+    assert calls.each(elapsed, [1, 2], [4, 8]) == [3.0, 6.0]
+    made.clear()
+    with pytest.raises(DriverError) as caught:
+        calls.each(elapsed, [1, 2, 3], [4, 99, 5])
+    assert (caught.value.call, caught.value.code, caught.value.name) == (
+        "elapsed",
+        400,
+        "TOY_ERROR_400",
+    )
+    assert made == [(1, 4), (2, 99)]  # nothing after the failure was called
+    with pytest.raises(ValueError, match="shorter"):
+        calls.each(elapsed, [1, 2], [4])
+
+
+def test_each_fails_fast_once_the_context_is_lost_and_names_an_unreachable_driver() -> None:
+    calls = _driver_calls()
+    made: list[int] = []
+
+    def poisoned(start: int, end: int) -> tuple[int, float]:
+        made.append(start)
+        return 700, 0.0
+
+    with pytest.raises(DriverError, match="restart the process"):
+        calls.each(poisoned, [1, 2], [3, 4])
+    assert calls.lost is not None
+    assert made == [1]
+    with pytest.raises(DriverError, match="lost earlier"):
+        calls.each(poisoned, [5], [6])
+    assert made == [1]  # not called again
+
+    def missing(start: int, end: int) -> tuple[int, float]:
+        raise RuntimeError("Function cuEventElapsedTime not found")
+
+    with pytest.raises(DriverError, match="install the toy driver") as caught:
+        _driver_calls().each(missing, [1], [2])
+    assert caught.value.code == 34

@@ -107,6 +107,7 @@ typedef struct callrec {
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t done; /* broadcast whenever an operation finishes */
+    long wakeups;        /* sleeping workers woken by kick(): see emu_worker_wakeups */
     slot *slots;
     uint32_t nslots, cap;
     uint32_t *free_slots;
@@ -307,7 +308,10 @@ static void stream_unref(stream *s) {
 /* Tell the worker its queue or its state changed (g.mu held). */
 static void kick(stream *s) {
     __atomic_add_fetch(&s->kicks, 1, __ATOMIC_RELEASE);
-    if (s->sleeping) pthread_cond_signal(&s->work);
+    if (s->sleeping) {
+        g.wakeups++;
+        pthread_cond_signal(&s->work);
+    }
 }
 
 /*
@@ -1041,8 +1045,16 @@ long emu_calls(const char *call_name) {
     return n;
 }
 
+long emu_worker_wakeups(void) {
+    lock();
+    long n = g.wakeups;
+    unlock();
+    return n;
+}
+
 void emu_reset_counters(void) {
     lock();
+    g.wakeups = 0;
     for (int i = 0; i < g.ncalls; i++) g.calls[i].calls = 0;
     unlock();
 }

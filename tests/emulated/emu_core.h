@@ -154,6 +154,9 @@ EMU_EXPORT void emu_set_negative_elapsed(int count);
 /* Every later driver call (but error names, versions, symbol lookup) returns `code`; 0 ends it. */
 EMU_EXPORT void emu_set_sticky_error(int code);
 EMU_EXPORT long emu_calls(const char *call_name);
+/* How many times a call woke a stream's sleeping worker thread (a record, a wait, a host
+ * function enqueued on an idle stream): the host-side cost a real device does not have. */
+EMU_EXPORT long emu_worker_wakeups(void);
 EMU_EXPORT void emu_reset_counters(void);
 
 #endif /* EMU_CORE_H */
