@@ -309,6 +309,8 @@ static void stream_unref(stream *s) {
 static void kick(stream *s) {
     __atomic_add_fetch(&s->kicks, 1, __ATOMIC_RELEASE);
     if (s->sleeping) {
+        /* Signalled once per sleep: a second kick before the worker runs wakes nobody. */
+        s->sleeping = 0;
         g.wakeups++;
         pthread_cond_signal(&s->work);
     }
