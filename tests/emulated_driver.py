@@ -42,6 +42,7 @@ __all__ = [
     "library_path",
     "load",
     "preload_env",
+    "release_spare_events",
 ]
 
 DriverName = Literal["cuda", "hip"]
@@ -178,12 +179,17 @@ class EmulatedDriver:
         """The loaded library (driver functions and control API)."""
         return self._lib
 
-    def live_handles(self) -> EmulatedHandles:
+    def live_handles(self, *, spares: bool = False) -> EmulatedHandles:
         """Events, streams and graphs created and not destroyed; context references held.
 
         A stream destroyed with work still queued stops counting at once, as its handle is
-        invalid at once (its worker drains the queue in the background).
+        invalid at once (its worker drains the queue in the background). Unless ``spares``,
+        every backend object of this driver first destroys the driver events it keeps from
+        closed fences (``DriverBackend.release_spare_events``), so that the count is what the
+        program holds.
         """
+        if not spares:
+            release_spare_events(self.name)
         lib = self._lib
         return EmulatedHandles(
             events=int(lib.emu_live_events()),
@@ -265,3 +271,16 @@ class EmulatedDriver:
 
     def __repr__(self) -> str:
         return f"<EmulatedDriver {self.name} {self.path}>"
+
+
+def release_spare_events(backend: str) -> None:
+    """Destroy the spare fence events of every live ``backend`` object of this process."""
+    import sys
+
+    driverkit = sys.modules.get("eventapi.driverkit")
+    if driverkit is None:  # no backend object was ever built here
+        return
+    # The registry driverkit keeps of its objects (for fork): test support may read it.
+    for obj in list(driverkit._backends):
+        if backend == obj.BACKEND:
+            obj.release_spare_events()

@@ -350,6 +350,83 @@ def test_a_device_out_of_range_is_unavailable_and_says_how_many_there_are(
         eventapi.backend(f"{kind}:7")
 
 
+# -- spare fence events -----------------------------------------------------------------------
+
+
+def _driver_calls(emu: EmulatedDriver, spelled: Spelling, *stems: str) -> list[int]:
+    return [emu.calls(spelled.name(stem)) for stem in stems]
+
+
+def test_a_closed_fences_driver_event_serves_the_next_fence(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    create = "EventCreateWithFlags" if spelled.kind == "hip" else "EventCreate"
+    api.release_spare_events()
+    first = EventFence.record(api, stream)
+    first.wait()
+    first.close()
+    assert emu.live_handles(spares=True).events == 1  # kept, not destroyed
+    before = _driver_calls(emu, spelled, create, "EventDestroy")
+    second = EventFence.record(api, stream)
+    assert _driver_calls(emu, spelled, create, "EventDestroy") == before  # no create, no destroy
+    assert second.event is not first.event
+    assert second.event._raw is first.event._raw
+    with pytest.raises(EventStateError, match="already destroyed"):
+        api.event_query(first.event)  # the closed fence's wrapper stays refused
+    second.wait()
+    assert second.reached()
+    second.close()
+    assert api.live_handles().events == 0
+
+    # At most SPARE_EVENTS are kept; the rest are destroyed as before.
+    fences = [EventFence.record(api, stream) for _ in range(api.SPARE_EVENTS + 3)]
+    for fence in fences:
+        fence.wait()
+        fence.close()
+    assert emu.live_handles(spares=True).events == api.SPARE_EVENTS
+    destroys = emu.calls(spelled.name("EventDestroy"))
+    api.release_spare_events()
+    assert emu.calls(spelled.name("EventDestroy")) == destroys + api.SPARE_EVENTS
+    assert emu.live_handles(spares=True).events == 0
+
+
+def test_only_fence_events_are_kept_and_never_one_a_record_failed_on(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    api.release_spare_events()
+    api.event_destroy(api.event_create())  # a user's event goes back to the driver
+    assert emu.live_handles(spares=True).events == 0
+
+    fence = EventFence.record(api, stream)
+    fence.close()
+    emu.inject_fault(spelled.name("EventRecord"), code=400)
+    with pytest.raises(DriverError):
+        EventFence.record(api, stream)  # took the spare; the failed record destroyed it
+    assert emu.live_handles(spares=True).events == 0
+    assert api.live_handles().events == 0
+
+
+def test_a_collected_backend_object_destroys_its_spare_events(kind: DriverName) -> None:
+    emu = load(kind)
+    if kind == "cuda":
+        from eventapi_cuda import CudaBackend as Backend
+    else:
+        from eventapi_hip import HipBackend as Backend  # type: ignore[assignment]
+    before = emu.live_handles(spares=True).events
+    backend = Backend(0)
+    stream = backend.stream_create_non_blocking()
+    for _ in range(3):
+        fences = [EventFence.record(backend, stream) for _ in range(2)]
+        for fence in fences:
+            fence.wait()
+            fence.close()
+    backend.stream_destroy(stream)
+    assert emu.live_handles(spares=True).events == before + 2
+    del backend, stream, fences, fence
+    gc.collect()
+    assert emu.live_handles(spares=True).events == before
+
+
 # -- foreign streams --------------------------------------------------------------------------
 
 

@@ -89,7 +89,17 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Final,
+    Generic,
+    NamedTuple,
+    NoReturn,
+    TypeVar,
+    final,
+)
 
 from ._errors import CaptureError, DriverError, EventStateError, UnsupportedError
 from ._native import (
@@ -234,7 +244,7 @@ class Event(_Handle, Generic[RE]):
     be copied or pickled (:class:`TypeError`).
     """
 
-    __slots__ = ("_pin", "_recorded")
+    __slots__ = ("_pin", "_recorded", "_spare")
 
     _raw: RE
     _pin: Pin[RE, Any] | None  # the pin that created and holds it, if any
@@ -247,6 +257,9 @@ class Event(_Handle, Generic[RE]):
         self._users = 0
         self._recorded = False
         self._pin = None
+        # A fence's event (record_new_event): its driver event may be kept for reuse when it
+        # is destroyed (DriverBackend.SPARE_EVENTS).
+        self._spare = False
 
     @property
     def recorded(self) -> bool:
@@ -377,6 +390,20 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     BACKEND: str
 
+    SPARE_EVENTS: ClassVar[int] = 0
+    """How many driver events of closed fences an object keeps for the next fences (0: none).
+
+    A fence's event (:meth:`record_new_event`) that is destroyed with no call in flight hands
+    its driver event to the object's spare list instead of the driver, up to this many, and
+    the next :meth:`record_new_event` records a spare instead of creating an event: a fence
+    then costs a capture check, a record and a wait, not also a create, a destroy and (on
+    cuda) a context check. The wrapper is closed either way and refused from then on, and
+    :meth:`live_handles` counts it gone; only the driver's count includes the spares.
+    :meth:`release_spare_events` destroys them, as garbage-collecting the object does. A
+    backend opts in by setting it (cuda and hip: 16); events its users create with
+    :meth:`event_create` are never kept.
+    """
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # Before 0.2, DriverBackend gave every subclass all three capabilities. A subclass
@@ -403,6 +430,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._live_streams = 0
         self._forked = False
         self._lost_logged = False
+        self._spares: list[RE] = []  # driver events of closed fences (SPARE_EVENTS)
         _backends.add(self)
 
     # -- hooks a backend may override ---------------------------------------------------------
@@ -615,14 +643,17 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 if raw_check(raw_stream) if raw_check is not None else check(handle):
                     return None
             # Counted before the driver call and given its handle right after, as in
-            # event_create.
+            # event_create; a spare driver event, where one is kept, needs no call.
             event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
-            self._open(event)
-            try:
-                event._raw = self._raw_event_create()
-            except BaseException:
-                self._forget(event)
-                raise
+            spare = self._open_with_spare(event)
+            if spare is not _NO_RAW:
+                event._raw = spare
+            else:
+                try:
+                    event._raw = self._raw_event_create()
+                except BaseException:
+                    self._forget(event)
+                    raise
             try:
                 self._raw_event_record(event._raw, raw_stream)
             except BaseException:
@@ -638,9 +669,43 @@ class DriverBackend(ABC, Generic[RE, RS]):
                     )
                 raise
             event._recorded = True
+            # Only now: a driver event that a record failed on goes back to the driver.
+            event._spare = self.SPARE_EVENTS > 0
             return event
         finally:
             self._leave(handle)
+
+    def release_spare_events(self) -> None:
+        """Destroy the driver events of closed fences this object keeps (see SPARE_EVENTS).
+
+        Never needed for correctness: they are destroyed when the object is garbage-collected,
+        and the driver frees them at exit. Useful before comparing the driver's own handle
+        count with what the program holds. Failures are logged on the ``eventapi`` logger.
+        """
+        with self._lock:
+            spares, self._spares = self._spares, []
+        if not spares or self._forked:
+            return
+        lost = self._context_lost()
+        if lost is not None:
+            self._log_lost_once(lost)
+            return
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread("release_spare_events")
+        for raw in spares:
+            try:
+                self._raw_event_destroy(raw)
+            except Exception:
+                _log.warning("%s: destroying a spare event failed", self.BACKEND, exc_info=True)
+
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # Every handle holds its backend object, so no fence uses a spare any more. At
+        # interpreter shutdown the driver frees them.
+        if getattr(self, "_spares", None) and not _finalizing():
+            try:
+                self.release_spare_events()
+            except Exception:  # a finalizer has nowhere to raise to
+                _log.warning("%s: releasing spare events failed", self.BACKEND, exc_info=True)
 
     def stream_create_non_blocking(self) -> Stream[RS]:
         """Create a stream that does not synchronize with the legacy default stream."""
@@ -747,6 +812,14 @@ class DriverBackend(ABC, Generic[RE, RS]):
             else:
                 self._live_streams += 1
             handle._closed = False
+
+    def _open_with_spare(self, event: Event[RE]) -> RE:
+        """``_open(event)``, and a spare driver event taken in the same section (or _NO_RAW)."""
+        with self._lock:
+            self._live_events += 1
+            event._closed = False
+            spares = self._spares
+            return spares.pop() if spares else _NO_RAW  # type: ignore[return-value]
 
     def _forget(self, handle: _Handle) -> None:
         # The driver's create failed (or was interrupted): nothing to release, only to uncount.
@@ -939,6 +1012,13 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if lost is not None:
             self._log_lost_once(lost)
             return
+        if is_event and handle._spare:  # type: ignore[attr-defined]
+            with self._lock:
+                keep = len(self._spares) < self.SPARE_EVENTS
+                if keep:
+                    self._spares.append(raw)
+            if keep:
+                return
         if not getattr(self._tls, "bound", False):
             self._ensure_thread("event_destroy" if is_event else "stream_destroy")
         if is_event:
@@ -970,6 +1050,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._forked = True
+        self._spares = []  # the parent's: never destroyed here
 
 
 class EventQueryMixin(DriverBackend[RE, RS]):

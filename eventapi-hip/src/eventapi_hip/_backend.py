@@ -142,6 +142,9 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
     """
 
     BACKEND = "hip"
+    # A closed fence's driver event serves the next fence: one create and destroy saved per
+    # fence (and the device check before a create). See DriverBackend.SPARE_EVENTS.
+    SPARE_EVENTS = 16
 
     __slots__ = ("_only_device", "_ordinal")
 
