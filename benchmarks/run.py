@@ -15,8 +15,10 @@ Usage (``make bench ARGS="..."``)::
 
 ``--load N`` runs the same with N busy processes beside it (each spinning a core), because a
 ratio that moves when another process runs means eventapi adds a cost the raw calls do not pay
-(an extra hand-off, an extra wake-up). ``--json FILE`` writes every figure for comparison
-across commits. Run ``make emulated`` first (``make bench`` does).
+(an extra hand-off, an extra wake-up). The report counts, per window, how often a call woke
+the emulated stream's sleeping worker thread (a host-side cost of the emulation, which grows
+on a loaded machine; a real device has no thread to wake). ``--json FILE`` writes every figure
+for comparison across commits. Run ``make emulated`` first (``make bench`` does).
 """
 
 from __future__ import annotations
@@ -112,6 +114,9 @@ def fence_window(backend: str, reps: int) -> dict[str, float]:
         peer = medians.get(f"{op}/cuda.core")
         if peer is not None:
             figures[f"{op}_cuda.core_us"] = peer / 1e3
+    # Wake-ups of the emulated device's worker thread per operation: see fence_window.py.
+    for variant, count in result.get("wakeups_per_op", {}).items():
+        figures[f"wakeups_{variant}"] = count
     return figures
 
 
@@ -189,6 +194,17 @@ def report(figures: dict[str, Any]) -> str:
             f"{'-' if peer_fence is None else f'{peer_fence:.2f}'} | "
             f"{'-' if peer_window is None else f'{peer_window:.2f}'} |"
         )
+    wakeup_rows = []
+    for backend in ("cuda", "hip"):
+        counts = ", ".join(
+            f"{key.removeprefix('wakeups_window/')} {count:.2f}"
+            for key, count in figures[backend].items()
+            if key.startswith("wakeups_window/")
+        )
+        if counts:
+            wakeup_rows.append(f"{backend}: emulated worker wake-ups per window: {counts}")
+    if wakeup_rows:
+        rows += ["", *wakeup_rows]
     rows += [
         "",
         f"imports: eventapi {imp['import_ms']:.1f} ms, pluggy {imp['pluggy_ms']:.1f} ms; "
