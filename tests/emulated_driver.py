@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Literal, NamedTuple, final
@@ -42,7 +43,6 @@ __all__ = [
     "library_path",
     "load",
     "preload_env",
-    "release_spare_events",
 ]
 
 DriverName = Literal["cuda", "hip"]
@@ -188,8 +188,9 @@ class EmulatedDriver:
         closed fences (``DriverBackend.release_spare_events``), so that the count is what the
         program holds.
         """
-        if not spares:
-            release_spare_events(self.name)
+        driverkit = sys.modules.get("eventapi.driverkit")  # None: no backend object was built
+        if not spares and driverkit is not None:
+            driverkit.release_spare_events(self.name)
         lib = self._lib
         return EmulatedHandles(
             events=int(lib.emu_live_events()),
@@ -271,16 +272,3 @@ class EmulatedDriver:
 
     def __repr__(self) -> str:
         return f"<EmulatedDriver {self.name} {self.path}>"
-
-
-def release_spare_events(backend: str) -> None:
-    """Destroy the spare fence events of every live ``backend`` object of this process."""
-    import sys
-
-    driverkit = sys.modules.get("eventapi.driverkit")
-    if driverkit is None:  # no backend object was ever built here
-        return
-    # The registry driverkit keeps of its objects (for fork): test support may read it.
-    for obj in list(driverkit._backends):
-        if backend == obj.BACKEND:
-            obj.release_spare_events()

@@ -131,7 +131,7 @@ class DriverCalls:
         """``fn(firsts[i], seconds[i])`` for each ``i``, in order; the one value each returns.
 
         For a call whose result is ``(status, value)``, made many times in a row (the readings
-        of a profiler's collect): the same checks as :meth:`__call__`, without its generality
+        of a profiler's collect): the same checks as calling this object, without its generality
         per call. Raises :class:`~eventapi.DriverError` at the first failure, and
         :class:`ValueError` when the two sequences differ in length.
         """

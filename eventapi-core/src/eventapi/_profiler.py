@@ -490,10 +490,28 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             raise TypeError(f"a window name must be a str, got {name!r}")
         opened = self._open
         seq = self._seq = self._seq + 1
-        event = self._record_unless_capturing()
-        if event is None:
-            self._skipped += 1
-            return Window(self, name, len(opened), seq, None)
+        free = self._pool.free
+        screened = self._screened
+        if screened is not None and free:
+            # The capture check and the record in one call, back to back: nothing of the
+            # profiler's own runs between the two driver calls.
+            event = free.pop()
+            try:
+                recorded = screened(event, self._target)
+            except BaseException:
+                free.append(event)
+                raise
+            if not recorded:
+                free.append(event)
+                self._skipped += 1
+                return Window(self, name, len(opened), seq, None)
+        else:
+            # Checked before an event is taken: a window skipped or refused creates none.
+            capture_check = self._capture_check
+            if capture_check is not None and capture_check(self._target):
+                self._skipped += 1
+                return Window(self, name, len(opened), seq, None)
+            event = self._record()
         window: Window[E] = Window(self, name, len(opened), seq, event)
         opened.append(window)
         if self._nvtx is not None:
@@ -824,29 +842,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             raise EventStateError(
                 f"{self._label}: {call} on a closed EventProfiler; create a new profiler"
             )
-
-    def _record_unless_capturing(self) -> E | None:
-        """A pooled event recorded into the stream now, or None when the stream is capturing
-        a graph (nothing recorded, no event taken). A failed record gives the event back."""
-        free = self._pool.free
-        screened = self._screened
-        if screened is not None and free:
-            # The capture check and the record in one call, back to back: nothing of the
-            # profiler's own runs between the two driver calls.
-            event = free.pop()
-            try:
-                if screened(event, self._target):
-                    return event
-            except BaseException:
-                free.append(event)
-                raise
-            free.append(event)
-            return None
-        # Checked before an event is taken: a window skipped or refused creates none.
-        capture_check = self._capture_check
-        if capture_check is not None and capture_check(self._target):
-            return None
-        return self._record()
 
     def _record(self) -> E:
         pool = self._pool

@@ -129,6 +129,7 @@ __all__ = [
     "launch_host_func",
     "ms_to_ns",
     "open_driver_library",
+    "release_spare_events",
 ]
 
 _log = logging.getLogger("eventapi")
@@ -371,6 +372,19 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def release_spare_events(backend: str | None = None) -> None:
+    """Every live driverkit backend object (of ``backend``, a name, or all) releases its spares.
+
+    See :attr:`DriverBackend.SPARE_EVENTS`: the driver events of closed fences that an object
+    keeps for the next fences. For a test suite that counts the driver's own handles (the
+    objects ``eventapi.backend()`` returns live for the process): call it before counting.
+    Failures are logged on the ``eventapi`` logger.
+    """
+    for obj in list(_backends):
+        if backend is None or backend == obj.BACKEND:
+            obj.release_spare_events()
+
+
 class DriverBackend(ABC, Generic[RE, RS]):
     """The :class:`~eventapi.EventApi` protocol implemented once over ``_raw_*`` driver calls.
 
@@ -393,15 +407,15 @@ class DriverBackend(ABC, Generic[RE, RS]):
     SPARE_EVENTS: ClassVar[int] = 0
     """How many driver events of closed fences an object keeps for the next fences (0: none).
 
-    A fence's event (:meth:`record_new_event`) that is destroyed with no call in flight hands
-    its driver event to the object's spare list instead of the driver, up to this many, and
-    the next :meth:`record_new_event` records a spare instead of creating an event: a fence
+    A fence's event (made by ``record_new_event``) that is destroyed with no call in flight
+    hands its driver event to the object's spare list instead of the driver, up to this many,
+    and the next ``record_new_event`` records a spare instead of creating an event: a fence
     then costs a capture check, a record and a wait, not also a create, a destroy and (on
     cuda) a context check. The wrapper is closed either way and refused from then on, and
-    :meth:`live_handles` counts it gone; only the driver's count includes the spares.
-    :meth:`release_spare_events` destroys them, as garbage-collecting the object does. A
+    ``live_handles()`` counts it gone; only the driver's own count includes the spares.
+    ``release_spare_events()`` destroys them, as garbage-collecting the object does. A
     backend opts in by setting it (cuda and hip: 16); events its users create with
-    :meth:`event_create` are never kept.
+    ``event_create()`` are never kept.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -1286,7 +1300,7 @@ class Pin(Generic[RE, RS]):
         Returns ``(durations, befores)``: ``event_elapsed(starts[i], ends[i])`` and
         ``event_elapsed(starts[i], later)`` for each ``i`` (``later`` being the anchor's event,
         recorded after every window), clamped at 0. The lock is taken and each handle checked
-        once, and the readings are made through :meth:`DriverBackend._raw_event_elapsed_ns_many`
+        once, and the readings are made through ``DriverBackend._raw_event_elapsed_ns_many``
         in one batch, durations first. Raises :class:`~eventapi.EventStateError` for an event
         this pin does not hold, a closed one or one never recorded (before any reading),
         :class:`ValueError` when ``starts`` and ``ends`` differ in length, and the first
