@@ -36,30 +36,24 @@ from run import busy
 
 def _query(backend: str) -> Callable[[Any], bool]:
     """True once the device reached the event; raises on a failure other than not-ready."""
+    call: Callable[[Any], Any]
     if backend == "cuda":
         from cuda.bindings import driver as cu
 
-        not_ready = cu.CUresult.CUDA_ERROR_NOT_READY
+        call, not_ready = cu.cuEventQuery, cu.CUresult.CUDA_ERROR_NOT_READY
+    else:
+        from hip import hip
 
-        def cuda_query(event: Any) -> bool:
-            status = cu.cuEventQuery(event)[0]
-            if status and status != not_ready:
-                raise RuntimeError(f"cuEventQuery failed: {status!r}")
-            return not status
+        binding: Any = hip
+        call, not_ready = binding.hipEventQuery, binding.hipError_t.hipErrorNotReady
 
-        return cuda_query
-    from hip import hip
-
-    binding: Any = hip
-    hip_not_ready = binding.hipError_t.hipErrorNotReady
-
-    def hip_query(event: Any) -> bool:
-        status = binding.hipEventQuery(event)[0]
-        if status and status != hip_not_ready:
-            raise RuntimeError(f"hipEventQuery failed: {status!r}")
+    def query(event: Any) -> bool:
+        status = call(event)[0]
+        if status and status != not_ready:
+            raise RuntimeError(f"{backend} event query failed: {status!r}")
         return not status
 
-    return hip_query
+    return query
 
 
 def measure(backend: str, n: int, reps: int) -> dict[str, float]:
