@@ -140,6 +140,15 @@ def kind(request: pytest.FixtureRequest) -> DriverName:
     return name
 
 
+def _work_on_device_0(kind: DriverName) -> None:
+    """Make this thread work on device 0 through the process's own backend object, as a program
+    does before it builds and drops objects of its own. That object keeps device 0's primary
+    context retained, and this thread's current context is it: a collected object's release of
+    its own reference is never the last, and never leaves a released context current here."""
+    api = driver_backend(kind)
+    api.stream_destroy(api.stream_create_non_blocking())
+
+
 def driver_backend(name: str) -> Api:
     """``eventapi.backend(name)``, checked to be a cuda or hip backend object."""
     obj = eventapi.backend(name)
@@ -334,6 +343,7 @@ def test_the_primary_context_is_released_when_the_backend_object_is_collected() 
     from eventapi_cuda import CudaBackend
 
     emu = load("cuda")
+    _work_on_device_0("cuda")
     released = emu.calls("cuDevicePrimaryCtxRelease")
     backend = CudaBackend(1)
     event = backend.event_create()
@@ -406,8 +416,79 @@ def test_only_fence_events_are_kept_and_never_one_a_record_failed_on(
     assert api.live_handles().events == 0
 
 
+def test_a_fence_closed_before_it_was_seen_reached_goes_back_to_the_driver(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    # HIP leaves re-recording an event whose record is outstanding undefined: only an event
+    # seen reached (a wait returned, a query said so) is kept for the next fence.
+    api.release_spare_events()
+    gate = _held(api, stream)
+    try:
+        unseen = EventFence.record(api, stream)
+        destroys = emu.calls(spelled.name("EventDestroy"))
+        unseen.close()
+        assert emu.calls(spelled.name("EventDestroy")) == destroys + 1
+        queried = EventFence.record(api, stream)
+    finally:
+        gate.set()
+    while not queried.reached():  # the gate is open: the stream reaches it
+        pass
+    queried.close()
+    assert emu.live_handles(spares=True).events == 1  # seen reached by a query: kept
+
+
+def test_a_fence_closed_during_a_wait_keeps_its_event_once_the_wait_returns(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    api.release_spare_events()
+    gate = _held(api, stream)
+    fence = EventFence.record(api, stream)
+    sync = spelled.name("EventSynchronize")
+    entered = emu.calls(sync)
+    waiter = Waiter(fence.wait)
+    try:
+        while emu.calls(sync) == entered:  # the waiter is inside the driver's wait
+            waiter.thread.join(0.001)
+        destroys = emu.calls(spelled.name("EventDestroy"))
+        fence.close()  # deferred: the waiter still uses the event
+    finally:
+        release_and_join(gate, [waiter])
+    assert emu.calls(spelled.name("EventDestroy")) == destroys  # the last one out kept it
+    assert emu.live_handles(spares=True).events == 1
+    assert api.live_handles().events == 0
+
+
+def test_a_backend_collected_in_a_reference_cycle_destroys_its_spares(
+    kind: DriverName, caplog: pytest.LogCaptureFixture
+) -> None:
+    # In a cycle, weakref finalizers (cuda's context release) run before __del__: the spares
+    # must still be destroyed, and before their context goes.
+    emu = load(kind)
+    _work_on_device_0(kind)
+    if kind == "cuda":
+        from eventapi_cuda import CudaBackend as Backend
+    else:
+        from eventapi_hip import HipBackend as Backend  # type: ignore[assignment]
+    before = emu.live_handles(spares=True).events
+    cycle: dict[str, Any] = {"api": Backend(0)}
+    cycle["self"] = cycle
+    stream = cycle["api"].stream_create_non_blocking()
+    closed = [EventFence.record(cycle["api"], stream) for _ in range(2)]
+    for fence in closed:
+        fence.wait()
+        fence.close()
+    cycle["api"].stream_destroy(stream)
+    assert emu.live_handles(spares=True).events == before + 2
+    del cycle, closed, fence, stream
+    with caplog.at_level(logging.DEBUG, logger="eventapi"):
+        gc.collect()
+    assert emu.live_handles(spares=True).events == before
+    assert [r.getMessage() for r in caplog.records] == []
+
+
 def test_a_collected_backend_object_destroys_its_spare_events(kind: DriverName) -> None:
     emu = load(kind)
+    _work_on_device_0(kind)
     if kind == "cuda":
         from eventapi_cuda import CudaBackend as Backend
     else:

@@ -176,6 +176,9 @@ stream = api.stream_create_non_blocking()
 event = api.event_create()
 api.event_record(event, stream)
 api.event_wait(event)
+spare = eventapi.EventFence.record(api, stream)  # its driver event stays, as a spare
+spare.wait()
+spare.close()
 api.stream_synchronize(stream)  # the emulator's workers idle: none holds its lock at the fork
 
 
@@ -192,6 +195,7 @@ def child():
     destroys = emu.calls({destroy!r})
     del event, stream
     gc.collect()
+    api.release_spare_events()
     assert emu.calls({destroy!r}) == destroys, "a parent's handle reached the driver"
 
 
@@ -204,6 +208,52 @@ print("parent", tuple(api.live_handles()))
     )
     assert done.stderr == ""
     assert done.stdout.split("\n") == ["child 0", "parent (0, 0)", ""]
+
+
+# -- a backend object collected in a reference cycle -----------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_handles_collected_with_their_backend_in_a_cycle_go_before_its_context(
+    kind: DriverName,
+) -> None:
+    # A fresh process, where the collected object holds the only reference to the device's
+    # primary context. In a reference cycle the finalizers of the object, its fence and its
+    # stream run in no set order: the fence's event must still reach the driver (not a spare
+    # list nothing empties any more), and on cuda every handle must go before the context.
+    done = run(
+        f"""
+        import gc, logging, sys, threading
+        import eventapi
+        from emulated_driver import load
+
+        logging.basicConfig(stream=sys.stdout, format="LOG %(message)s")
+        emu = load({kind!r})
+        if {kind!r} == "cuda":
+            from eventapi_cuda import CudaBackend as Backend
+        else:
+            from eventapi_hip import HipBackend as Backend
+
+        def cycle():
+            # On a thread of its own, so that no thread keeps the released context current.
+            cycle = {{"api": Backend(0)}}
+            cycle["self"] = cycle
+            cycle["stream"] = cycle["api"].stream_create_non_blocking()
+            cycle["fence"] = eventapi.EventFence.record(cycle["api"], cycle["stream"])
+            cycle["fence"].wait()  # seen reached: its driver event could be kept
+            print("held", tuple(emu.live_handles(spares=True))[:2])
+            del cycle
+            gc.collect()
+
+        thread = threading.Thread(target=cycle)
+        thread.start()
+        thread.join()
+        print("left", tuple(emu.live_handles(spares=True)))
+        """,
+        kind,
+    )
+    assert done.stderr == ""
+    assert done.stdout.splitlines() == ["held (1, 1)", "left (0, 0, 0, 0)"]
 
 
 # -- a device that faults stays faulted --------------------------------------------------------
@@ -226,6 +276,9 @@ def test_a_sticky_device_fault_is_reported_once_and_then_fails_fast(kind: Driver
         events = [api.event_create() for _ in range(4)]
         fence = eventapi.EventFence.record(api, stream)
         fence.wait()
+        spare = eventapi.EventFence.record(api, stream)  # its driver event stays, as a spare
+        spare.wait()
+        spare.close()
 
         emu.set_sticky_error(700)  # an illegal address in a kernel: the context is poisoned
         try:
@@ -244,6 +297,7 @@ def test_a_sticky_device_fault_is_reported_once_and_then_fails_fast(kind: Driver
         del events
         gc.collect()
         api.stream_destroy(stream)
+        api.release_spare_events()
         print("destroys reaching the driver", emu.calls({destroy!r}) - destroys)
         print("live", tuple(api.live_handles()))
         """,

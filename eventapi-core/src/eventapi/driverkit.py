@@ -245,7 +245,7 @@ class Event(_Handle, Generic[RE]):
     be copied or pickled (:class:`TypeError`).
     """
 
-    __slots__ = ("_pin", "_recorded", "_spare")
+    __slots__ = ("_pin", "_reached", "_recorded", "_spare")
 
     _raw: RE
     _pin: Pin[RE, Any] | None  # the pin that created and holds it, if any
@@ -259,8 +259,10 @@ class Event(_Handle, Generic[RE]):
         self._recorded = False
         self._pin = None
         # A fence's event (record_new_event): its driver event may be kept for reuse when it
-        # is destroyed (DriverBackend.SPARE_EVENTS).
+        # is destroyed (DriverBackend.SPARE_EVENTS), if by then its latest record was seen
+        # reached (HIP leaves re-recording an event with a record outstanding undefined).
         self._spare = False
+        self._reached = False
 
     @property
     def recorded(self) -> bool:
@@ -382,7 +384,10 @@ def release_spare_events(backend: str | None = None) -> None:
     """
     for obj in list(_backends):
         if backend is None or backend == obj.BACKEND:
-            obj.release_spare_events()
+            try:
+                obj.release_spare_events()
+            except Exception:
+                _log.warning("%s: releasing spare events failed", obj.BACKEND, exc_info=True)
 
 
 class DriverBackend(ABC, Generic[RE, RS]):
@@ -407,11 +412,14 @@ class DriverBackend(ABC, Generic[RE, RS]):
     SPARE_EVENTS: ClassVar[int] = 0
     """How many driver events of closed fences an object keeps for the next fences (0: none).
 
-    A fence's event (made by ``record_new_event``) that is destroyed with no call in flight
-    hands its driver event to the object's spare list instead of the driver, up to this many,
-    and the next ``record_new_event`` records a spare instead of creating an event: a fence
-    then costs a capture check, a record and a wait, not also a create, a destroy and (on
-    cuda) a context check. The wrapper is closed either way and refused from then on, and
+    A fence's event (made by ``record_new_event``) whose latest record was seen reached (a
+    wait returned, a query said so) hands its driver event, when it is destroyed (or, while a
+    call uses it, when that call leaves), to the object's spare list instead of the driver,
+    up to this many; the next ``record_new_event`` records a spare instead of creating an
+    event. A fence then costs a capture check, a record and a wait, not also a create, a
+    destroy and the context or device check before a create. An event closed before it was
+    seen reached goes back to the driver: HIP leaves re-recording an event whose record is
+    outstanding undefined. The wrapper is closed either way and refused from then on, and
     ``live_handles()`` counts it gone; only the driver's own count includes the spares.
     ``release_spare_events()`` destroys them, as garbage-collecting the object does. A
     backend opts in by setting it (cuda and hip: 16); events its users create with
@@ -444,7 +452,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._live_streams = 0
         self._forked = False
         self._lost_logged = False
-        self._spares: list[RE] = []  # driver events of closed fences (SPARE_EVENTS)
+        # Driver events of closed fences (SPARE_EVENTS). Changed in place only: a backend's
+        # finalizer may hold the list (see eventapi_cuda).
+        self._spares: list[RE] = []
+        self._finalized = False  # __del__ ran: a spare handed in later would never be freed
+        self._gone = False  # _last_handle_gone ran
         _backends.add(self)
 
     # -- hooks a backend may override ---------------------------------------------------------
@@ -496,6 +508,16 @@ class DriverBackend(ABC, Generic[RE, RS]):
         handles left are logged once instead of once each.
         """
         return None
+
+    def _last_handle_gone(self) -> None:
+        """Release what the object holds for its handles' sake (a device context, say).
+
+        Runs once, after the object was garbage-collected and every handle it created was
+        destroyed and counted gone, its spare events included: right when the object is
+        collected, or, when it is collected in a reference cycle together with handles of
+        its own, after the last of those. Never at interpreter shutdown (the driver frees
+        everything at exit). Failures are only worth a log line; it must not raise.
+        """
 
     # -- the required driver calls ------------------------------------------------------------
 
@@ -577,6 +599,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._check_owner(event, "event_record", Event)
         self._enter_both(handle, event, "event_record")
         try:
+            event._reached = False
             self._raw_event_record(event._raw, handle._raw)
             event._recorded = True
         finally:
@@ -590,6 +613,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         owner = self._enter_event(event, "event_wait")
         try:
             owner._raw_event_wait(event._raw)
+            event._reached = True
         finally:
             owner._leave(event)
 
@@ -659,10 +683,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             # Counted before the driver call and given its handle right after, as in
             # event_create; a spare driver event, where one is kept, needs no call.
             event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
-            spare = self._open_with_spare(event)
-            if spare is not _NO_RAW:
-                event._raw = spare
-            else:
+            if not self._open_with_spare(event):
                 try:
                     event._raw = self._raw_event_create()
                 except BaseException:
@@ -694,32 +715,46 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
         Never needed for correctness: they are destroyed when the object is garbage-collected,
         and the driver frees them at exit. Useful before comparing the driver's own handle
-        count with what the program holds. Failures are logged on the ``eventapi`` logger.
+        count with what the program holds. A destroy the driver refuses is logged on the
+        ``eventapi`` logger and the others go on; once the device context is lost none is
+        attempted (logged once). Raises what preparing the thread for driver calls raises.
         """
-        with self._lock:
-            spares, self._spares = self._spares, []
-        if not spares or self._forked:
-            return
-        lost = self._context_lost()
-        if lost is not None:
-            self._log_lost_once(lost)
+        if self._forked or not self._spares:
             return
         if not getattr(self._tls, "bound", False):
             self._ensure_thread("release_spare_events")
-        for raw in spares:
+        while True:
+            lost = self._context_lost()
+            with self._lock:
+                if lost is not None:
+                    self._spares.clear()  # the driver frees them with the context
+                if not self._spares:
+                    break
+                raw = self._spares.pop()
             try:
                 self._raw_event_destroy(raw)
             except Exception:
                 _log.warning("%s: destroying a spare event failed", self.BACKEND, exc_info=True)
+        if lost is not None:
+            self._log_lost_once(lost)
 
     def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
-        # Every handle holds its backend object, so no fence uses a spare any more. At
-        # interpreter shutdown the driver frees them.
-        if getattr(self, "_spares", None) and not _finalizing():
-            try:
-                self.release_spare_events()
-            except Exception:  # a finalizer has nowhere to raise to
-                _log.warning("%s: releasing spare events failed", self.BACKEND, exc_info=True)
+        # Every handle holds its backend object, so no fence takes a spare any more; one whose
+        # event is collected with this object (a reference cycle) destroys it directly.
+        if not hasattr(self, "_spares"):  # __init__ never ran
+            return
+        if _finalizing():
+            return  # the driver frees what is left at exit
+        with self._lock:
+            self._finalized = True
+            last = not (self._live_events or self._live_streams or self._gone)
+            self._gone = self._gone or last
+        try:
+            self.release_spare_events()
+        except Exception:  # a finalizer has nowhere to raise to
+            _log.warning("%s: releasing spare events failed", self.BACKEND, exc_info=True)
+        if last:
+            self._last_handle_gone()
 
     def stream_create_non_blocking(self) -> Stream[RS]:
         """Create a stream that does not synchronize with the legacy default stream."""
@@ -827,13 +862,22 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._live_streams += 1
             handle._closed = False
 
-    def _open_with_spare(self, event: Event[RE]) -> RE:
-        """``_open(event)``, and a spare driver event taken in the same section (or _NO_RAW)."""
+    def _open_with_spare(self, event: Event[RE]) -> bool:
+        """``_open(event)``, giving it a spare driver event in the same section if one is kept.
+
+        True when it did. The spare is stored in the wrapper before it leaves the list, with
+        no call between the two (where a signal handler could raise): an interrupt finds it in
+        one place or the other, and the wrapper's finalizer destroys what it holds.
+        """
         with self._lock:
             self._live_events += 1
             event._closed = False
             spares = self._spares
-            return spares.pop() if spares else _NO_RAW  # type: ignore[return-value]
+            if not spares:
+                return False
+            event._raw = spares[-1]
+            del spares[-1]
+            return True
 
     def _forget(self, handle: _Handle) -> None:
         # The driver's create failed (or was interrupted): nothing to release, only to uncount.
@@ -846,6 +890,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._live_events -= 1
             else:
                 self._live_streams -= 1
+        self._after_uncount()
 
     def _check_owner(self, handle: object, call: str, kind: type[_Handle]) -> None:
         if type(handle) is not kind or handle._owner is not self:
@@ -1002,7 +1047,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 else:
                     self._live_streams -= 1
         if now:
-            self._release_raw(handle, is_event)
+            try:
+                self._release_raw(handle, is_event)
+            finally:
+                self._after_uncount()
 
     def _destroy_now(self, handle: _Handle) -> None:
         # Counted as gone whether or not the driver agrees: a handle it refused to destroy is
@@ -1013,7 +1061,21 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._live_events -= 1
             else:
                 self._live_streams -= 1
-        self._release_raw(handle, is_event)
+        try:
+            self._release_raw(handle, is_event)
+        finally:
+            self._after_uncount()
+
+    def _after_uncount(self) -> None:
+        # A handle was counted gone and its driver handle released. Once the object itself
+        # was finalized (collected in a reference cycle with handles of its own, whose
+        # finalizers run in no set order), the last one out runs _last_handle_gone.
+        if self._finalized:
+            with self._lock:
+                last = not (self._live_events or self._live_streams or self._gone)
+                self._gone = self._gone or last
+            if last:
+                self._last_handle_gone()
 
     def _release_raw(self, handle: _Handle, is_event: bool) -> None:
         # The driver's part of a destroy, for a handle already counted gone.
@@ -1026,9 +1088,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if lost is not None:
             self._log_lost_once(lost)
             return
-        if is_event and handle._spare:  # type: ignore[attr-defined]
+        if is_event and handle._spare and handle._reached:  # type: ignore[attr-defined]
             with self._lock:
-                keep = len(self._spares) < self.SPARE_EVENTS
+                keep = not self._finalized and len(self._spares) < self.SPARE_EVENTS
                 if keep:
                     self._spares.append(raw)
             if keep:
@@ -1064,7 +1126,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._forked = True
-        self._spares = []  # the parent's: never destroyed here
+        self._spares.clear()  # the parent's: never destroyed here
 
 
 class EventQueryMixin(DriverBackend[RE, RS]):
@@ -1086,7 +1148,10 @@ class EventQueryMixin(DriverBackend[RE, RS]):
         owner = self._enter_event(event, "event_query")
         try:
             # A sibling of an object with this capability has it too: one driver, one class.
-            return owner._raw_event_query(event._raw)  # type: ignore[attr-defined, no-any-return]
+            reached: bool = owner._raw_event_query(event._raw)  # type: ignore[attr-defined]
+            if reached:
+                event._reached = True
+            return reached
         finally:
             owner._leave(event)
 

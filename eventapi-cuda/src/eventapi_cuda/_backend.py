@@ -2,11 +2,13 @@
 
 Contexts. The driver is initialized once per process (``cuInit``, thread-safe). Each backend
 object retains its device's *primary context* (the one the CUDA runtime, PyTorch, CuPy and
-cuda.core share) once, and releases it when the backend object is garbage-collected; every
-handle holds its backend object, so the context outlives every handle made in it. Objects
-cached by ``eventapi.backend()`` live for the process, and their context is left to the
-driver's own teardown at exit: releasing it earlier would pull it from under handles that
-finalizers may still destroy.
+cuda.core share) once, and releases it when the backend object was garbage-collected and
+every event and stream made in the context is gone: every handle holds its backend object,
+and where a reference cycle collects handles together with the object, in no set order, the
+release waits for the last of them (``DriverBackend._last_handle_gone``). Objects cached by
+``eventapi.backend()`` live for the process, and their context is left to the driver's own
+teardown at exit: releasing it earlier would pull it from under handles that finalizers may
+still destroy.
 
 Threads. A thread's first call through a backend object makes the primary context current on
 that thread if the thread has none (a thread that never made a CUDA call can wait on a fence
@@ -39,7 +41,6 @@ import logging
 import operator
 import os
 import threading
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
@@ -138,8 +139,8 @@ def _init_driver() -> None:
 
 
 def _release_primary_context(device: Any) -> None:
-    # From a weakref finalizer: whatever happens is only worth a log line. In a forked child
-    # or after the context was lost, the driver is not called at all.
+    # From a finalizer: whatever happens is only worth a log line. In a forked child or after
+    # the context was lost, the driver is not called at all.
     if _forked_after_init or _call.lost is not None:
         return
     try:
@@ -178,7 +179,7 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
     # fence (and the context check before a create). See DriverBackend.SPARE_EVENTS.
     SPARE_EVENTS = 16
 
-    __slots__ = ("_context", "_context_handle", "_device", "_ordinal")
+    __slots__ = ("_context", "_context_handle", "_device", "_ordinal", "_retained")
 
     def __init__(self, device: int = 0) -> None:
         ordinal = operator.index(device)
@@ -206,8 +207,7 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
             )
             raise BackendUnavailableError(f"cuda: {reason}: {exc}") from exc
         self._context_handle = int(self._context)
-        finalizer = weakref.finalize(self, _release_primary_context, self._device)
-        finalizer.atexit = False
+        self._retained = True  # released by _last_handle_gone
 
     @property
     def device(self) -> int:
@@ -222,6 +222,13 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
 
     def _context_lost(self) -> DriverError | None:
         return _call.lost
+
+    def _last_handle_gone(self) -> None:
+        # The object was collected and every event and stream made in the context is gone
+        # (in a reference cycle their finalizers may run after the object's): release it now.
+        if getattr(self, "_retained", False):
+            self._retained = False
+            _release_primary_context(self._device)
 
     # -- threads and contexts -----------------------------------------------------------------
 
