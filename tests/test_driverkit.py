@@ -752,3 +752,64 @@ def test_each_fails_fast_once_the_context_is_lost_and_names_an_unreachable_drive
     with pytest.raises(DriverError, match="install the toy driver") as caught:
         _driver_calls().each(missing, [1], [2])
     assert caught.value.code == 34
+
+
+# -- DriverCalls.record_unless_capturing: a window's two calls in one -------------------------
+
+
+def test_record_unless_capturing_records_only_a_stream_that_is_not_capturing() -> None:
+    calls = _driver_calls()
+    made: list[tuple[str, int]] = []
+    capturing = {7: 1, 8: 2}  # stream 7 capturing, 8 invalidated; any other free
+
+    def is_capturing(stream: int) -> tuple[int, int]:
+        made.append(("is_capturing", stream))
+        return (400 if stream == 99 else 0), capturing.get(stream, 0)
+
+    def record(event: int, stream: int) -> tuple[int]:
+        made.append(("record", stream))
+        return (500 if event == 66 else 0,)
+
+    assert calls.record_unless_capturing(is_capturing, record, 1, 3) is True
+    assert made == [("is_capturing", 3), ("record", 3)]
+    made.clear()
+    assert calls.record_unless_capturing(is_capturing, record, 1, 7) is False
+    assert calls.record_unless_capturing(is_capturing, record, 1, 8) is False
+    assert made == [("is_capturing", 7), ("is_capturing", 8)]  # nothing recorded
+    made.clear()
+    with pytest.raises(DriverError) as check_failed:
+        calls.record_unless_capturing(is_capturing, record, 1, 99)
+    assert (check_failed.value.call, check_failed.value.code) == ("is_capturing", 400)
+    assert made == [("is_capturing", 99)]  # no record after a failed check
+    with pytest.raises(DriverError) as record_failed:
+        calls.record_unless_capturing(is_capturing, record, 66, 3)
+    assert (record_failed.value.call, record_failed.value.code) == ("record", 500)
+
+
+def test_record_unless_capturing_fails_fast_once_lost_and_names_an_unreachable_call() -> None:
+    calls = _driver_calls()
+    made: list[str] = []
+
+    def is_capturing(stream: int) -> tuple[int, int]:
+        made.append("is_capturing")
+        return 0, 0
+
+    def poisoned(event: int, stream: int) -> tuple[int]:
+        made.append("record")
+        return (700,)
+
+    with pytest.raises(DriverError, match="restart the process"):
+        calls.record_unless_capturing(is_capturing, poisoned, 1, 2)
+    assert calls.lost is not None
+    made.clear()
+    with pytest.raises(DriverError, match="lost earlier") as again:
+        calls.record_unless_capturing(is_capturing, poisoned, 1, 2)
+    assert again.value.call == "is_capturing"
+    assert made == []  # neither call made
+
+    def missing(event: int, stream: int) -> tuple[int]:
+        raise RuntimeError("Function cuEventRecord not found")
+
+    with pytest.raises(DriverError, match="install the toy driver") as caught:
+        _driver_calls().record_unless_capturing(is_capturing, missing, 1, 2)
+    assert (caught.value.call, caught.value.code) == ("missing", 34)

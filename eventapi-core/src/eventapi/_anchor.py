@@ -196,7 +196,7 @@ class Placement:
       distance times the rate's own error.
     """
 
-    # Everything span() needs, precomputed: collect() places every window it reads.
+    # Everything spans() needs, precomputed: collect() places every window it reads.
     __slots__ = (
         "_back_slope",
         "_base",
@@ -243,42 +243,50 @@ class Placement:
             self._between_to_host = 0.0
             self._between_slope = 0.0
 
-    def span(self, before_ns: int, duration_ns: int) -> tuple[int, int, int]:
-        """``(start_ns, end_ns, bound_ns)`` of a window on the host clock.
+    def spans(self, befores: Sequence[int], durations: Sequence[int]) -> list[tuple[int, int, int]]:
+        """``(start_ns, end_ns, bound_ns)`` of each window on the host clock, in order.
 
-        ``before_ns`` is the device time from the window's start event to the anchor event,
-        ``duration_ns`` from its start event to its end event. Each true host time lies within
+        ``befores[i]`` is the device time from window ``i``'s start event to the anchor event,
+        ``durations[i]`` from its start event to its end event. Each true host time lies within
         ``bound_ns`` of the one returned. Both ends are placed the same way (whichever bounds
-        the window tighter), so ``end_ns - start_ns`` is ``duration_ns`` at one rate.
+        the window tighter), so ``end_ns - start_ns`` is ``duration_ns`` at one rate. Raises
+        :class:`ValueError` when the two sequences differ in length.
         """
-        after_ns = before_ns - duration_ns if before_ns > duration_ns else 0
-        host_ns = self._host_ns
-        # From this anchor back at the measured (or assumed) rate; the bound grows with the
-        # distance, so the start's is the window's.
-        to_host = self._to_host
-        start: float = host_ns - before_ns * to_host
-        end: float = host_ns - after_ns * to_host
-        bound = self._base + self._back_slope * before_ns
-        interval = self._interval
-        if self._between and before_ns <= interval:
-            # Between the previous anchor and this one: interpolation, its error the two
-            # anchors' own weighted by nearness ((1 - t) * u + t * previous, t = x / interval,
-            # linear in x), plus the readings, plus a change of rate, most visible midway.
-            u, slope = self._uncertainty, self._between_slope
-            worst = (
-                u
-                + slope * before_ns
-                + RATE_WANDER * (before_ns if 2 * before_ns < interval else interval - before_ns)
-            )
-            at_end = (
-                u
-                + slope * after_ns
-                + RATE_WANDER * (after_ns if 2 * after_ns < interval else interval - after_ns)
-            )
-            worst = (worst if worst > at_end else at_end) + TIMER_RESOLUTION_NS
-            if worst < bound:
-                to_host = self._between_to_host
-                start = host_ns - before_ns * to_host
-                end = host_ns - after_ns * to_host
-                bound = worst
-        return round(start), round(end), math.ceil(bound)
+        # One call for every window of a collect, with what each placement reads held in
+        # locals: a call per window and its attribute reads cost as much as the arithmetic.
+        host_ns, to_host, base = self._host_ns, self._to_host, self._base
+        back_slope, between, interval = self._back_slope, self._between, self._interval
+        u, slope, between_to_host = self._uncertainty, self._between_slope, self._between_to_host
+        ceil = math.ceil
+        placed: list[tuple[int, int, int]] = []
+        append = placed.append
+        for before_ns, duration_ns in zip(befores, durations, strict=True):
+            after_ns = before_ns - duration_ns if before_ns > duration_ns else 0
+            # From this anchor back at the measured (or assumed) rate; the bound grows with
+            # the distance, so the start's is the window's.
+            start: float = host_ns - before_ns * to_host
+            end: float = host_ns - after_ns * to_host
+            bound = base + back_slope * before_ns
+            if between and before_ns <= interval:
+                # Between the previous anchor and this one: interpolation, its error the two
+                # anchors' own weighted by nearness ((1 - t) * u + t * previous,
+                # t = x / interval, linear in x), plus the readings, plus a change of rate,
+                # most visible midway.
+                worst = (
+                    u
+                    + slope * before_ns
+                    + RATE_WANDER
+                    * (before_ns if 2 * before_ns < interval else interval - before_ns)
+                )
+                at_end = (
+                    u
+                    + slope * after_ns
+                    + RATE_WANDER * (after_ns if 2 * after_ns < interval else interval - after_ns)
+                )
+                worst = (worst if worst > at_end else at_end) + TIMER_RESOLUTION_NS
+                if worst < bound:
+                    start = host_ns - before_ns * between_to_host
+                    end = host_ns - after_ns * between_to_host
+                    bound = worst
+            append((round(start), round(end), ceil(bound)))
+        return placed

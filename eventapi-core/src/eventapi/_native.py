@@ -125,6 +125,38 @@ class DriverCalls:
             return None
         return result[1] if len(result) == 2 else tuple(result[1:])
 
+    def record_unless_capturing(
+        self,
+        is_capturing: Callable[[Any], Any],
+        record: Callable[[Any, Any], Any],
+        event: object,
+        stream: object,
+    ) -> bool:
+        """``is_capturing(stream)``, then, unless the stream captures, ``record(event, stream)``.
+
+        For a profiler's window, whose capture check and record are made back to back: the
+        checks of two calls of this object, in one. ``is_capturing`` returns
+        ``(status, capture_status)``, where any true (nonzero) capture status means capturing,
+        and ``record`` returns ``(status,)``. True when recorded; False when the stream captures
+        (nothing recorded). Raises as calling this object does, naming the call that failed.
+        """
+        lost = self.lost
+        if lost is not None:
+            raise self._lost_again(lost, is_capturing)
+        fn: Callable[..., Any] = is_capturing  # the call a failure is reported for
+        try:
+            status, capturing = is_capturing(stream)
+            if not status:
+                if capturing:
+                    return False
+                fn = record
+                status = record(event, stream)[0]
+        except RuntimeError as exc:
+            raise self.unreachable(fn, exc) from exc
+        if status:
+            raise self.error(_call_name(fn), status)
+        return True
+
     def each(
         self, fn: Callable[[Any, Any], Any], firsts: Sequence[Any], seconds: Sequence[Any]
     ) -> list[Any]:

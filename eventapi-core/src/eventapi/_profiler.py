@@ -645,7 +645,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         try:
             reference = samples[0]
             earlier = self._earlier_than(reference)
-            place = Placement(anchor, earlier).span
             # Windows are pending in the order they stopped; spans go out in the order they
             # opened (the same order unless windows nest, and sorting sorted runs is linear).
             windows = sorted(pending, key=_opened)
@@ -656,12 +655,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 [w._end for w in windows],  # type: ignore[misc]
                 reference,
             )
+            placed = Placement(anchor, earlier).spans(befores, durations)
             make_span = _make_span
             label = self._label
             spans: list[Span] = []
             append = spans.append
-            for window, duration_ns, before in zip(windows, durations, befores, strict=True):
-                start_ns, end_ns, bound_ns = place(before, duration_ns)
+            for window, duration_ns, (start_ns, end_ns, bound_ns) in zip(
+                windows, durations, placed, strict=True
+            ):
                 append(
                     make_span(
                         window._name,

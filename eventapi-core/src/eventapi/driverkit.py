@@ -47,6 +47,10 @@ The ``_raw_*`` contract (what a subclass spells):
   ``_raw_event_elapsed_ns_many`` (optional) makes many readings in one call, for a profiler's
   collect; the default calls ``_raw_event_elapsed_ns`` for each, and a backend overrides it
   where the binding can be called in a tighter loop (:meth:`DriverCalls.each`).
+* With :class:`CaptureCheckMixin`, ``_raw_event_record_unless_capturing`` (optional) makes the
+  capture check and, unless the stream captures, the record: a profiler's window opens with
+  it. The default calls the two raw methods; a backend overrides it where the binding can
+  make both calls in one step (:meth:`DriverCalls.record_unless_capturing`).
 
 What a subclass may call besides (its protected surface): :meth:`DriverBackend._hold_stream`
 and :meth:`DriverBackend._hold_event`, context managers that resolve a handle (or adopt a
@@ -1168,6 +1172,19 @@ class CaptureCheckMixin(DriverBackend[RE, RS]):
     def _raw_stream_is_capturing(self, stream: RS) -> bool:
         """True while ``stream`` captures a graph, in any state that refuses a timing event."""
 
+    def _raw_event_record_unless_capturing(self, event: RE, stream: RS) -> bool:
+        """Unless ``stream`` captures a graph, record ``event`` into it; True when recorded.
+
+        :meth:`_raw_stream_is_capturing`, then :meth:`_raw_event_record`: what a profiler's
+        window makes at every open. A backend may override it to make the same two calls in one
+        step (on a binding whose calls return a status first, with
+        :meth:`DriverCalls.record_unless_capturing`), which spares the Python between them.
+        """
+        if self._raw_stream_is_capturing(stream):
+            return False
+        self._raw_event_record(event, stream)
+        return True
+
     def stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
         """True while ``stream`` is capturing a graph."""
         handle = self._stream(stream, "stream_is_capturing")
@@ -1246,7 +1263,16 @@ class Pin(Generic[RE, RS]):
     without that lock, counted in as the protocol's ``event_wait`` is.
     """
 
-    __slots__ = ("__weakref__", "_backend", "_capture", "_closed", "_events", "_lock", "_streams")
+    __slots__ = (
+        "__weakref__",
+        "_backend",
+        "_capture",
+        "_closed",
+        "_events",
+        "_lock",
+        "_record_unless",
+        "_streams",
+    )
 
     def __init__(self, backend: DriverBackend[RE, RS]) -> None:
         self._backend = backend
@@ -1254,12 +1280,13 @@ class Pin(Generic[RE, RS]):
         # Looked up once: an isinstance against the mixin costs more than the driver call. An
         # object that switched the capability off for itself (stream_is_capturing = None) is
         # taken at its word, as the core's capability detection takes it.
-        self._capture: Callable[[RS], bool] | None = (
-            backend._raw_stream_is_capturing
-            if isinstance(backend, CaptureCheckMixin)
-            and callable(getattr(backend, "stream_is_capturing", None))
-            else None
-        )
+        self._capture: Callable[[RS], bool] | None = None
+        self._record_unless: Callable[[RE, RS], bool] | None = None
+        if isinstance(backend, CaptureCheckMixin) and callable(
+            getattr(backend, "stream_is_capturing", None)
+        ):
+            self._capture = backend._raw_stream_is_capturing
+            self._record_unless = backend._raw_event_record_unless_capturing
         # Re-entrant for the reason the backend's lock is: a finalizer run by a collection
         # inside a locked section may release another handle of this pin.
         self._lock = threading.RLock()
@@ -1343,11 +1370,11 @@ class Pin(Generic[RE, RS]):
             backend = self._backend
             if not getattr(backend._tls, "bound", False):
                 backend._ensure_thread("event_record_unless_capturing")
-            raw = stream._raw
-            capture = self._capture
-            if capture is not None and capture(raw):
+            record_unless = self._record_unless
+            if record_unless is None:
+                backend._raw_event_record(event._raw, stream._raw)
+            elif not record_unless(event._raw, stream._raw):
                 return False
-            backend._raw_event_record(event._raw, raw)
             event._recorded = True
             return True
 

@@ -296,6 +296,11 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
         # ACTIVE and INVALIDATED both refuse a timing event; only NONE (0) is free.
         return bool(int(_call(driver.cuStreamIsCapturing, stream)))
 
+    def _raw_event_record_unless_capturing(self, event: Any, stream: Any) -> bool:
+        return _call.record_unless_capturing(
+            driver.cuStreamIsCapturing, driver.cuEventRecord, event, stream
+        )
+
     def _raw_launch_host_func(self, stream: Any, fn: Callable[[], object]) -> None:
         launch_host_func(
             self.BACKEND,

@@ -265,6 +265,14 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
             # is lost with it. The call failed: say so as the driver error it was.
             raise _call.error("hipStreamIsCapturing", _HipError.hipErrorUnknown) from exc
 
+    def _raw_event_record_unless_capturing(self, event: Any, stream: Any) -> bool:
+        try:
+            return _call.record_unless_capturing(
+                hip.hipStreamIsCapturing, hip.hipEventRecord, event, stream
+            )
+        except ValueError as exc:  # as in _raw_stream_is_capturing
+            raise _call.error("hipStreamIsCapturing", _HipError.hipErrorUnknown) from exc
+
     def _raw_launch_host_func(self, stream: Any, fn: Callable[[], object]) -> None:
         launch_host_func(
             self.BACKEND,
