@@ -267,10 +267,13 @@ static void *table_take(uint64_t h, int kind) {
  * on g.done until the condition changes. A spinning wait (what CUDA and HIP do for an event
  * created without the blocking-sync flag, and for stream and device synchronization unless
  * the device's scheduling flag asks for blocking sync) keeps the thread on a core: it drops
- * the lock, yields and looks again. The yield is CU_CTX_SCHED_YIELD's behaviour, the one the
- * driver's automatic choice makes when threads outnumber cores; it burns the calling thread's
- * CPU time like a pure spin, but lets a worker that shares the core run, so an emulated wait
- * never starves the stream it waits for.
+ * the lock, yields and looks again. The yield is CU_CTX_SCHED_YIELD's behaviour, which CUDA's
+ * default (CU_CTX_SCHED_AUTO) picks only when a process has more contexts than the machine has
+ * logical processors; otherwise the real driver spins without yielding. The emulation yields
+ * anyway because its device is a thread that needs a core (a real device needs none): the
+ * yield burns the calling thread's CPU time like a pure spin, but lets a worker that shares
+ * the core run, so an emulated wait never starves the stream it waits for. On a loaded
+ * machine that hand-off favours a caller waiting here over one that spins in its own code.
  */
 typedef int (*busy_fn)(const void *arg);
 
