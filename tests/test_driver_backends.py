@@ -889,14 +889,27 @@ def test_a_host_function_is_refused_on_a_capturing_stream_and_nothing_is_held(
 
 
 def test_a_window_during_a_capture_is_skipped_and_nothing_is_recorded_into_the_capture(
-    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+    api: Api,
+    stream: Stream[Any],
+    emu: EmulatedDriver,
+    spelled: Spelling,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The stop checks the stream again: a record into a capture would become part of the
-    # user's graph. The open checks and records in one step (the backend's own
-    # _raw_event_record_unless_capturing), which must still check first.
+    # user's graph. A window opens with the check and the record in one backend call, which
+    # must still check first; the spy lets the test see that call being made.
+    opened: list[object] = []
+    one_call = type(api)._raw_event_record_unless_capturing
+
+    def spy(backend: Any, event: object, raw_stream: object) -> bool:
+        opened.append(event)
+        return one_call(backend, event, raw_stream)
+
+    monkeypatch.setattr(type(api), "_raw_event_record_unless_capturing", spy)
     with EventProfiler[Any, Any](api, stream) as prof:
         with prof.window("before"):
             pass
+        assert [s.name for s in prof.collect()] == ["before"]  # the pool now has free events
         straddles = prof.start("straddles")
         spelled.begin_capture(stream)
         try:
@@ -909,12 +922,43 @@ def test_a_window_during_a_capture_is_skipped_and_nothing_is_recorded_into_the_c
             assert emu.calls(spelled.name("StreamIsCapturing")) == checks + 2
         finally:
             spelled.end_capture(stream)
+        assert len(opened) == 2  # straddles and inside opened through the one call
         assert straddles.skipped
         assert inside.skipped
         assert prof.skipped == 2
         with prof.window("after"):
             pass
-        assert [s.name for s in prof.collect()] == ["before", "after"]
+        assert [s.name for s in prof.collect()] == ["after"]
+
+
+def test_a_window_whose_check_or_record_fails_raises_naming_that_call(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    with EventProfiler[Any, Any](api, stream) as prof:
+        with prof.window("warm"):
+            pass
+        prof.collect()  # the pool has free events: a window opens with one backend call
+        records = emu.calls(spelled.name("EventRecord"))
+        emu.inject_fault(spelled.name("StreamIsCapturing"), code=400)
+        with pytest.raises(DriverError) as check_failed:
+            prof.start("check fails")
+        assert check_failed.value.call == spelled.name("StreamIsCapturing")
+        # hip-python loses a failed hipStreamIsCapturing's code (see eventapi_hip's
+        # _stream_is_capturing): it reads as hipErrorUnknown.
+        assert check_failed.value.code == (
+            400 if spelled.kind == "cuda" else 999
+        )  # hipErrorUnknown
+        assert emu.calls(spelled.name("EventRecord")) == records  # nothing recorded
+        emu.inject_fault(spelled.name("EventRecord"), code=400)
+        with pytest.raises(DriverError) as record_failed:
+            prof.start("record fails")
+        assert (record_failed.value.call, record_failed.value.code) == (
+            spelled.name("EventRecord"),
+            400,
+        )
+        with prof.window("after"):
+            pass
+        assert [s.name for s in prof.collect()] == ["after"]
 
 
 # -- two devices ----------------------------------------------------------------------------------

@@ -367,12 +367,26 @@ hipError_t hipStreamQuery(hipStream_t stream) {
     return code(emuc_stream_query(dev, stream_arg(stream)));
 }
 
-hipError_t hipStreamIsCapturing(hipStream_t stream, int *pCaptureStatus) {
+static hipError_t stream_is_capturing(hipStream_t stream, int *pCaptureStatus) {
     ENTER("hipStreamIsCapturing");
     if (pCaptureStatus == NULL) return hipErrorInvalidValue;
     int dev;
     NEED_DEVICE(dev);
     return code(emuc_stream_is_capturing(dev, stream_arg(stream), pCaptureStatus));
+}
+
+/*
+ * A failed call leaves the status unset in the real runtime: whatever the caller's memory
+ * held. The emulation writes a value that no hipStreamCaptureStatus has, so that what a
+ * binding makes of an unset status (hip-python raises ValueError converting it, and the
+ * error code is lost) happens on every failure, not only when that memory held garbage.
+ */
+#define UNSET_CAPTURE_STATUS 0x5a5a5a5a
+
+hipError_t hipStreamIsCapturing(hipStream_t stream, int *pCaptureStatus) {
+    hipError_t status = stream_is_capturing(stream, pCaptureStatus);
+    if (status != hipSuccess && pCaptureStatus != NULL) *pCaptureStatus = UNSET_CAPTURE_STATUS;
+    return status;
 }
 
 hipError_t hipStreamBeginCapture(hipStream_t stream, int mode) {

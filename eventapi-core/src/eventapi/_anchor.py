@@ -249,7 +249,7 @@ class Placement:
         ``befores[i]`` is the device time from window ``i``'s start event to the anchor event,
         ``durations[i]`` from its start event to its end event. Each true host time lies within
         ``bound_ns`` of the one returned. Both ends are placed the same way (whichever bounds
-        the window tighter), so ``end_ns - start_ns`` is ``duration_ns`` at one rate. Raises
+        the window tighter), so ``end_ns - start_ns`` is ``durations[i]`` at one rate. Raises
         :class:`ValueError` when the two sequences differ in length.
         """
         # One call for every window of a collect, with what each placement reads held in

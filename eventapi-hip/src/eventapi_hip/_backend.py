@@ -106,6 +106,24 @@ _call = DriverCalls(
     ),
 )
 
+
+def _stream_is_capturing(stream: Any) -> tuple[Any, Any]:
+    """``hipStreamIsCapturing``, its one quirk answered as the failure it is.
+
+    The runtime leaves the capture status unset when the call fails, and hip-python converts
+    that unset value to ``hipStreamCaptureStatus`` before it returns the error code, raising
+    :class:`ValueError` and losing the code. The call failed: it reads as ``hipErrorUnknown``.
+    """
+    binding: Any = hip  # hip-python's functions carry no annotations
+    try:
+        result: tuple[Any, Any] = binding.hipStreamIsCapturing(stream)
+    except ValueError:
+        return _HipError.hipErrorUnknown, None
+    return result
+
+
+_stream_is_capturing.__name__ = "hipStreamIsCapturing"  # the call a DriverError names
+
 # Whether this process called the runtime; in a child forked after that, nothing may call it.
 _used = False
 _forked_after_use = False
@@ -257,21 +275,12 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
 
     def _raw_stream_is_capturing(self, stream: Any) -> bool:
         # Active and Invalidated both refuse a timing event; only None (0) is free.
-        try:
-            return bool(int(_call(hip.hipStreamIsCapturing, stream)))
-        except ValueError as exc:
-            # The runtime leaves the status unset when the call fails, and hip-python converts
-            # that unset value to hipStreamCaptureStatus before returning the error code, which
-            # is lost with it. The call failed: say so as the driver error it was.
-            raise _call.error("hipStreamIsCapturing", _HipError.hipErrorUnknown) from exc
+        return bool(int(_call(_stream_is_capturing, stream)))
 
     def _raw_event_record_unless_capturing(self, event: Any, stream: Any) -> bool:
-        try:
-            return _call.record_unless_capturing(
-                hip.hipStreamIsCapturing, hip.hipEventRecord, event, stream
-            )
-        except ValueError as exc:  # as in _raw_stream_is_capturing
-            raise _call.error("hipStreamIsCapturing", _HipError.hipErrorUnknown) from exc
+        return _call.record_unless_capturing(
+            _stream_is_capturing, hip.hipEventRecord, event, stream
+        )
 
     def _raw_launch_host_func(self, stream: Any, fn: Callable[[], object]) -> None:
         launch_host_func(
