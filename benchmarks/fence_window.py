@@ -226,7 +226,7 @@ def peer_variants(backend: str, n: int, batch: int) -> tuple[dict[str, Callable[
 # -- the run ----------------------------------------------------------------------------------
 
 
-def _wakeup_counter() -> Callable[[], int] | None:
+def wakeup_counter() -> Callable[[], int] | None:
     """The emulated driver's count of worker wake-ups, when it is the driver loaded."""
     try:
         counter = ctypes.CDLL(None).emu_worker_wakeups
@@ -277,7 +277,7 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
             for name, run in variants.items():
                 samples[name].append(per_op_ns(run, n))
         # Counted in a run of its own, after the timed ones, so the count cannot perturb them.
-        counter = _wakeup_counter()
+        counter = wakeup_counter()
         wakeups = (
             None
             if counter is None
