@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from emulated_driver import DriverName, build, library_path
 from kit_run import KIT, Run, run_pytest
 
 TESTS = Path(__file__).resolve().parent
@@ -38,8 +39,8 @@ def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
 QUICK_FUZZ = "--eventapi-fuzz-examples=3"
 
 
-def _kit(backend: str, *args: str, cwd: Path) -> Run:
-    return _pytest(*KIT, f"--eventapi-backend={backend}", QUICK_FUZZ, *args, cwd=cwd)
+def _kit(backend: str, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
+    return _pytest(*KIT, f"--eventapi-backend={backend}", QUICK_FUZZ, *args, cwd=cwd, env=env)
 
 
 def _passed_cleanly(run: Run) -> None:
@@ -92,6 +93,18 @@ def test_kit_passes_on_a_driverkit_backend_without_host_functions(tmp_path: Path
     assert "does not implement SupportsHostFunc" in skipped, run.output
     for present in ("SupportsEventQuery", "SupportsCaptureCheck"):
         assert f"does not implement {present}" not in skipped, run.output
+
+
+@pytest.mark.parametrize("kind", ["cuda", "hip"])
+def test_kit_passes_on_cuda_and_hip_with_nothing_skipped_failed_destroys_included(
+    kind: DriverName, tmp_path: Path
+) -> None:
+    # The real backend objects over the emulated driver, whose destroy calls it can be made to
+    # fail (kit_emulated.py): the kit's failed-destroy checks run instead of skipping.
+    build()
+    run = _kit(f"kit_emulated:{kind}", cwd=tmp_path, env={"LD_PRELOAD": str(library_path(kind))})
+    _passed_cleanly(run)
+    assert run.count("skipped") == 0, run.output
 
 
 def test_kit_checks_blocking_without_event_query(tmp_path: Path) -> None:
