@@ -902,6 +902,40 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
     assert json.loads(done.stdout) == [50, 1, [0, 0], [1, 0], [0, 0]]
 
 
+def test_a_spin_without_yield_still_returns_once_the_device_gets_there(
+    emulated_libs: dict[DriverName, EmulatedDriver],
+) -> None:
+    # EMU_SPIN_YIELD=0 (for benchmarks): a default event's wait spins as CUDA's default does
+    # with a core per context, without yielding. It must still see the event reached, and it
+    # stays on its core meanwhile: at least half the wait's wall time is the process's CPU
+    # time (a spin is on a core throughout; the margin is for a preemption on a busy host).
+    code = """
+        import ctypes, time
+        lib = ctypes.CDLL({path!r})
+        libc = ctypes.CDLL(None)
+        V = ctypes.c_void_p
+        lib.hipLaunchHostFunc.argtypes = [V, V, V]
+        lib.hipEventRecord.argtypes = [V, V]
+        for name in ("hipEventSynchronize", "hipEventDestroy", "hipStreamDestroy"):
+            getattr(lib, name).argtypes = [V]
+        stream, event = V(), V()
+        assert lib.hipStreamCreate(ctypes.byref(stream)) == 0
+        assert lib.hipEventCreate(ctypes.byref(event)) == 0  # default flags: the wait spins
+        # The stream's worker sleeps 20 ms in usleep(20000) before it reaches the event.
+        assert lib.hipLaunchHostFunc(stream, ctypes.cast(libc.usleep, V), V(20000)) == 0
+        assert lib.hipEventRecord(event, stream) == 0
+        wall, cpu = time.perf_counter(), time.process_time()
+        assert lib.hipEventSynchronize(event) == 0
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        assert lib.hipEventDestroy(event) == 0
+        assert lib.hipStreamDestroy(stream) == 0
+        print(wall >= 0.019, cpu / wall >= 0.5)
+    """.format(path=str(emulated_libs["hip"].path))
+    done = _python(code, {**preload_env("hip"), "EMU_SPIN_YIELD": "0"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
+
+
 def test_process_exits_with_streams_still_busy(
     emulated_libs: dict[DriverName, EmulatedDriver],
 ) -> None:

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* -- handles ---------------------------------------------------------------------------- */
 
@@ -121,6 +122,8 @@ static struct {
     int blocking_sync[EMU_MAX_DEVICES]; /* the device's host waits sleep instead of spinning */
     stream *streams; /* list of running streams */
     int64_t worker_poll_ns; /* EMU_WORKER_POLL_US: how long an idle worker polls; 0 sleeps at once */
+    int spin_yield;         /* EMU_SPIN_YIELD: 1 or 0 overrides emu_spin_policy; -1 unset */
+    long processors;        /* logical processors online, for EMU_SPIN_AUTO_CUDA */
     callrec calls[MAX_CALL_NAMES];
     int ncalls;
 } g = {
@@ -138,6 +141,12 @@ static void read_env(void) {
         long us = strtol(poll, &end, 10);
         if (end != NULL && *end == '\0' && us > 0 && us <= 1000000) g.worker_poll_ns = us * 1000;
     }
+    const char *yield = getenv("EMU_SPIN_YIELD");
+    g.spin_yield = -1;
+    if (yield != NULL && (strcmp(yield, "0") == 0 || strcmp(yield, "1") == 0)) {
+        g.spin_yield = yield[0] == '1';
+    }
+    g.processors = sysconf(_SC_NPROCESSORS_ONLN);
     const char *v = getenv("EMU_DEVICE_COUNT");
     if (v != NULL && *v != '\0') {
         char *end = NULL;
@@ -266,25 +275,47 @@ static void *table_take(uint64_t h, int kind) {
  * How a thread waits for the device, as the real drivers do it. A blocking-sync wait sleeps
  * on g.done until the condition changes. A spinning wait (what CUDA and HIP do for an event
  * created without the blocking-sync flag, and for stream and device synchronization unless
- * the device's scheduling flag asks for blocking sync) keeps the thread on a core: it drops
- * the lock, yields and looks again. The yield is CU_CTX_SCHED_YIELD's behaviour, which CUDA's
- * default (CU_CTX_SCHED_AUTO) picks only when a process has more contexts than the machine has
- * logical processors; otherwise the real driver spins without yielding. The emulation yields
- * anyway because its device is a thread that needs a core (a real device needs none): the
- * yield burns the calling thread's CPU time like a pure spin, but lets a worker that shares
- * the core run, so an emulated wait never starves the stream it waits for. On a loaded
- * machine that hand-off favours a caller waiting here over one that spins in its own code.
+ * the device's scheduling flag asks for blocking sync) keeps the thread looking: it drops the
+ * lock, then either yields the core or pauses on it, and looks again. Which of the two is the
+ * driver's automatic choice (emu_spin_policy, see emu_core.h): CUDA's CU_CTX_SCHED_AUTO spins
+ * on the core unless the process holds more contexts than the machine has logical processors;
+ * HIP documents a yield. A yield burns the calling thread's CPU time like a pure spin, but on
+ * a machine whose cores are all busy it hands the core to the stream's worker, a thread the
+ * emulated device needs and a real one does not. EMU_SPIN_YIELD=1 or 0 forces either.
  */
 typedef int (*busy_fn)(const void *arg);
+
+static int spin_yields(void) {
+    if (g.spin_yield >= 0) return g.spin_yield;
+    if (emu_spin_policy == EMU_SPIN_YIELD_ALWAYS) return 1;
+    long contexts = 0;
+    for (int i = 0; i < EMU_MAX_DEVICES; i++) contexts += g.ctxs[i].refs > 0;
+    return contexts > g.processors;
+}
+
+/* A spinning waiter's pause between looks: the core stays its own, the lock is left alone. */
+static void pause_briefly(void) {
+    for (int i = 0; i < 64; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+#else
+        __asm__ __volatile__("" ::: "memory");
+#endif
+    }
+}
 
 static void wait_while(int blocking, busy_fn busy, const void *arg) {
     if (blocking) {
         while (busy(arg)) pthread_cond_wait(&g.done, &g.mu);
         return;
     }
+    int yields = spin_yields();
     while (busy(arg)) {
         pthread_mutex_unlock(&g.mu);
-        sched_yield();
+        if (yields) sched_yield();
+        else pause_briefly();
         pthread_mutex_lock(&g.mu);
     }
 }

@@ -82,6 +82,17 @@ EMU_INTERNAL int emuc_device_count(void);
 /* The emulated driver version: the value of emu_set_driver_version, or `fallback`. */
 EMU_INTERNAL int emuc_driver_version(int fallback);
 
+/*
+ * Whether a spinning host wait yields its core between looks (see wait_while in emu_core.c):
+ * each driver's documented automatic choice, which its library states by defining
+ * emu_spin_policy. EMU_SPIN_AUTO_CUDA is CU_CTX_SCHED_AUTO's: yield only while the process
+ * holds more contexts than the machine has logical processors, else spin on the core.
+ * EMU_SPIN_YIELD_ALWAYS is what HIP documents for hipDeviceScheduleAuto with fewer contexts
+ * than processors. EMU_SPIN_YIELD=1 or 0 in the environment overrides either.
+ */
+enum { EMU_SPIN_AUTO_CUDA = 0, EMU_SPIN_YIELD_ALWAYS = 1 };
+EMU_INTERNAL extern const int emu_spin_policy;
+
 /* -- primary contexts (one per device, reference counted) ------------------------------ */
 
 /* Retain device `dev`'s primary context; its handle (stable across retains) in *out. */

@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How a spinning host wait treats its core: CUDA's default, CU_CTX_SCHED_AUTO; see emu_core.h. */
+const int emu_spin_policy = EMU_SPIN_AUTO_CUDA;
+
 typedef int CUresult;
 typedef int CUdevice;
 typedef void *CUcontext;

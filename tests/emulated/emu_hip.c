@@ -15,6 +15,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+/*
+ * How a spinning host wait treats its core: a yield, what HIP documents for its default
+ * (hipDeviceScheduleAuto) with fewer contexts than processors; see emu_core.h.
+ */
+const int emu_spin_policy = EMU_SPIN_YIELD_ALWAYS;
+
 typedef int hipError_t;
 typedef void *hipEvent_t;
 typedef void *hipStream_t;
