@@ -7,8 +7,9 @@ Usage: ``python benchmarks/wait_styles.py BACKEND [--load N] [--n N] [--reps R]`
 The same raw fence as ``fence_window.py`` (capture check, create, record, wait, destroy, with
 the binding's calls and a default event), waited for three ways, interleaved:
 
-* ``synchronize``: the driver's own wait, which the emulated driver spins with
-  ``sched_yield()`` for a default event;
+* ``synchronize``: the driver's own wait, which the emulated driver spins for a default event,
+  yielding the core between looks as each driver's default does (HIP; CUDA only when contexts
+  outnumber processors; ``EMU_SPIN_YIELD=1`` or ``0`` forces it either way);
 * ``query + select``: a query loop that lets go of the GIL without giving the core away, as
   eventapi's fence spins (``eventapi._gil``);
 * ``query + sched_yield``: a query loop that hands the core to any runnable thread.
