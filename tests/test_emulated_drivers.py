@@ -902,38 +902,84 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
     assert json.loads(done.stdout) == [50, 1, [0, 0], [1, 0], [0, 0]]
 
 
-def test_a_spin_without_yield_still_returns_once_the_device_gets_there(
+# A default event's wait on a stream whose worker first sleeps 20 ms in usleep(20000), in a
+# fresh process: prints whether the wait took that long, whether it kept its core (at least
+# half the wait's wall time is the process's CPU time: a spin is on a core throughout, and the
+# margin is for a preemption on a busy host), and how many times the spin yielded the core.
+# CONTEXTS primary contexts are retained first (cuda), then device 0's set to SCHED.
+_SPINNING_WAIT = """
+    import ctypes, time
+    lib = ctypes.CDLL({path!r})
+    libc = ctypes.CDLL(None)
+    V, I = ctypes.c_void_p, ctypes.c_int
+    lib.emu_spin_yields.restype = ctypes.c_long
+    if {kind!r} == "cuda":
+        pre, create, flags = "cu", lib.cuEventCreate, ()
+        lib.cuCtxSetCurrent.argtypes = [V]
+        lib.cuDevicePrimaryCtxSetFlags.argtypes = [I, ctypes.c_uint]
+        assert lib.cuInit(0) == 0
+        contexts = [V() for _ in range({contexts})]
+        for device, context in enumerate(contexts):
+            assert lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0
+        assert lib.cuCtxSetCurrent(contexts[0]) == 0
+        assert lib.cuDevicePrimaryCtxSetFlags(0, {sched}) == 0
+        stream_create = lambda out: lib.cuStreamCreate(out, 0)
+        event_create = lambda out: lib.cuEventCreate(out, 0)
+    else:
+        pre = "hip"
+        assert lib.hipSetDeviceFlags({sched}) == 0
+        stream_create, event_create = lib.hipStreamCreate, lib.hipEventCreate
+    launch, record = getattr(lib, pre + "LaunchHostFunc"), getattr(lib, pre + "EventRecord")
+    launch.argtypes, record.argtypes = [V, V, V], [V, V]
+    synchronize = getattr(lib, pre + "EventSynchronize")
+    synchronize.argtypes = [V]
+    stream, event = V(), V()
+    assert stream_create(ctypes.byref(stream)) == 0
+    assert event_create(ctypes.byref(event)) == 0  # default flags: the wait spins
+    assert launch(stream, ctypes.cast(libc.usleep, V), V(20000)) == 0
+    assert record(event, stream) == 0
+    yields = lib.emu_spin_yields()
+    wall, cpu = time.perf_counter(), time.process_time()
+    assert synchronize(event) == 0
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(wall >= 0.019, cpu / wall >= 0.5, lib.emu_spin_yields() - yields)
+"""
+
+_PROCESSORS = len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize(
+    ("kind", "env", "contexts", "sched", "yields"),
+    [
+        # CU_CTX_SCHED_AUTO: spin on the core while contexts do not outnumber processors...
+        ("cuda", {}, 1, 0, False),
+        # ... and yield once they do.
+        ("cuda", {"EMU_DEVICE_COUNT": "16"}, _PROCESSORS + 1, 0, True),
+        ("cuda", {}, 1, 2, True),  # CU_CTX_SCHED_YIELD
+        ("hip", {}, 0, 0, True),  # hipDeviceScheduleAuto, as HIP documents it
+        ("hip", {}, 0, 1, False),  # hipDeviceScheduleSpin
+        ("hip", {"EMU_SPIN_YIELD": "0"}, 0, 0, False),  # the override, for benchmarks
+        ("cuda", {"EMU_SPIN_YIELD": "1"}, 1, 0, True),
+    ],
+)
+def test_a_spinning_wait_yields_as_the_driver_documents_and_returns_when_reached(
     emulated_libs: dict[DriverName, EmulatedDriver],
+    kind: DriverName,
+    env: dict[str, str],
+    contexts: int,
+    sched: int,
+    yields: bool,
 ) -> None:
-    # EMU_SPIN_YIELD=0 (for benchmarks): a default event's wait spins as CUDA's default does
-    # with a core per context, without yielding. It must still see the event reached, and it
-    # stays on its core meanwhile: at least half the wait's wall time is the process's CPU
-    # time (a spin is on a core throughout; the margin is for a preemption on a busy host).
-    code = """
-        import ctypes, time
-        lib = ctypes.CDLL({path!r})
-        libc = ctypes.CDLL(None)
-        V = ctypes.c_void_p
-        lib.hipLaunchHostFunc.argtypes = [V, V, V]
-        lib.hipEventRecord.argtypes = [V, V]
-        for name in ("hipEventSynchronize", "hipEventDestroy", "hipStreamDestroy"):
-            getattr(lib, name).argtypes = [V]
-        stream, event = V(), V()
-        assert lib.hipStreamCreate(ctypes.byref(stream)) == 0
-        assert lib.hipEventCreate(ctypes.byref(event)) == 0  # default flags: the wait spins
-        # The stream's worker sleeps 20 ms in usleep(20000) before it reaches the event.
-        assert lib.hipLaunchHostFunc(stream, ctypes.cast(libc.usleep, V), V(20000)) == 0
-        assert lib.hipEventRecord(event, stream) == 0
-        wall, cpu = time.perf_counter(), time.process_time()
-        assert lib.hipEventSynchronize(event) == 0
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        assert lib.hipEventDestroy(event) == 0
-        assert lib.hipStreamDestroy(stream) == 0
-        print(wall >= 0.019, cpu / wall >= 0.5)
-    """.format(path=str(emulated_libs["hip"].path))
-    done = _python(code, {**preload_env("hip"), "EMU_SPIN_YIELD": "0"})
+    if contexts > 16:
+        pytest.skip(f"{contexts} contexts: more than the emulated driver's 16 devices")
+    code = _SPINNING_WAIT.format(
+        path=str(emulated_libs[kind].path), kind=kind, contexts=contexts, sched=sched
+    )
+    done = _python(code, {**preload_env(kind), **env})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True"]
+    took_long_enough, kept_a_core, yielded = done.stdout.split()
+    assert (took_long_enough, kept_a_core) == ("True", "True")
+    assert (int(yielded) > 0) is yields, done.stdout
 
 
 def test_process_exits_with_streams_still_busy(

@@ -119,11 +119,12 @@ static struct {
     long live_events, live_streams, live_graphs;
     stream *implicit[EMU_MAX_DEVICES];
     ctx ctxs[EMU_MAX_DEVICES];
-    int blocking_sync[EMU_MAX_DEVICES]; /* the device's host waits sleep instead of spinning */
+    int sched[EMU_MAX_DEVICES]; /* the device's scheduling mode for host waits (EMU_SCHED_*) */
     stream *streams; /* list of running streams */
     int64_t worker_poll_ns; /* EMU_WORKER_POLL_US: how long an idle worker polls; 0 sleeps at once */
     int spin_yield;         /* EMU_SPIN_YIELD: 1 or 0 overrides emu_spin_policy; -1 unset */
-    long processors;        /* logical processors online, for EMU_SPIN_AUTO_CUDA */
+    long processors;        /* logical processors the process may run on (EMU_SPIN_AUTO_CUDA) */
+    long spin_yields;       /* yields made by spinning host waits: see emu_spin_yields */
     callrec calls[MAX_CALL_NAMES];
     int ncalls;
 } g = {
@@ -146,7 +147,10 @@ static void read_env(void) {
     if (yield != NULL && (strcmp(yield, "0") == 0 || strcmp(yield, "1") == 0)) {
         g.spin_yield = yield[0] == '1';
     }
-    g.processors = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t allowed;
+    g.processors = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed)
+                                                                        : sysconf(_SC_NPROCESSORS_ONLN);
+    if (g.processors < 1) g.processors = 1;
     const char *v = getenv("EMU_DEVICE_COUNT");
     if (v != NULL && *v != '\0') {
         char *end = NULL;
@@ -285,8 +289,11 @@ static void *table_take(uint64_t h, int kind) {
  */
 typedef int (*busy_fn)(const void *arg);
 
-static int spin_yields(void) {
+/* Whether a spinning wait on `dev` yields between looks (g.mu held). */
+static int spin_yields(int dev) {
     if (g.spin_yield >= 0) return g.spin_yield;
+    if (g.sched[dev] == EMU_SCHED_SPIN) return 0;
+    if (g.sched[dev] == EMU_SCHED_YIELD) return 1;
     if (emu_spin_policy == EMU_SPIN_YIELD_ALWAYS) return 1;
     long contexts = 0;
     for (int i = 0; i < EMU_MAX_DEVICES; i++) contexts += g.ctxs[i].refs > 0;
@@ -306,13 +313,15 @@ static void pause_briefly(void) {
     }
 }
 
-static void wait_while(int blocking, busy_fn busy, const void *arg) {
-    if (blocking) {
+/* Wait on device `dev` while busy(arg); `blocking`: a blocking-sync event's wait. */
+static void wait_while(int blocking, int dev, busy_fn busy, const void *arg) {
+    if (blocking || g.sched[dev] == EMU_SCHED_BLOCKING_SYNC) {
         while (busy(arg)) pthread_cond_wait(&g.done, &g.mu);
         return;
     }
-    int yields = spin_yields();
+    int yields = spin_yields(dev);
     while (busy(arg)) {
+        if (yields) g.spin_yields++;
         pthread_mutex_unlock(&g.mu);
         if (yields) sched_yield();
         else pause_briefly();
@@ -705,7 +714,7 @@ emu_status emuc_event_synchronize(uint64_t h) {
         /* Hold the record, not the event: either may be re-recorded or destroyed meanwhile. */
         op *r = e->last_rec;
         r->refs++;
-        wait_while(e->blocking || g.blocking_sync[e->dev], record_pending, r);
+        wait_while(e->blocking, e->dev, record_pending, r);
         op_unref(r);
     }
     unlock();
@@ -835,7 +844,7 @@ emu_status emuc_stream_synchronize(int dev, uint64_t sh) {
             st = EMU_E_CAPTURE_UNSUPPORTED;
         } else {
             s->refs++;
-            wait_while(g.blocking_sync[s->dev], stream_pending, s);
+            wait_while(0, s->dev, stream_pending, s);
             stream_unref(s);
         }
     }
@@ -963,26 +972,30 @@ static int device_pending(const void *arg) {
 
 emu_status emuc_device_synchronize(int dev) {
     lock();
-    wait_while(g.blocking_sync[dev], device_pending, &dev);
+    wait_while(0, dev, device_pending, &dev);
     unlock();
     return EMU_OK;
 }
 
-emu_status emuc_set_blocking_sync(int dev, int blocking) {
+emu_status emuc_set_sched(int dev, int mode) {
+    if (mode != EMU_SCHED_AUTO && mode != EMU_SCHED_SPIN && mode != EMU_SCHED_YIELD &&
+        mode != EMU_SCHED_BLOCKING_SYNC) {
+        return EMU_E_INVALID_VALUE;
+    }
     emu_status st = EMU_OK;
     lock();
     if (dev < 0 || dev >= g.device_count) st = EMU_E_INVALID_DEVICE;
-    else g.blocking_sync[dev] = blocking != 0;
+    else g.sched[dev] = mode;
     unlock();
     return st;
 }
 
-emu_status emuc_get_blocking_sync(int dev, int *blocking) {
-    if (blocking == NULL) return EMU_E_INVALID_VALUE;
+emu_status emuc_get_sched(int dev, int *mode) {
+    if (mode == NULL) return EMU_E_INVALID_VALUE;
     emu_status st = EMU_OK;
     lock();
     if (dev < 0 || dev >= g.device_count) st = EMU_E_INVALID_DEVICE;
-    else *blocking = g.blocking_sync[dev];
+    else *mode = g.sched[dev];
     unlock();
     return st;
 }
@@ -1088,9 +1101,17 @@ long emu_worker_wakeups(void) {
     return n;
 }
 
+long emu_spin_yields(void) {
+    lock();
+    long n = g.spin_yields;
+    unlock();
+    return n;
+}
+
 void emu_reset_counters(void) {
     lock();
     g.wakeups = 0;
+    g.spin_yields = 0;
     for (int i = 0; i < g.ncalls; i++) g.calls[i].calls = 0;
     unlock();
 }

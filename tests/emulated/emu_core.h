@@ -83,12 +83,13 @@ EMU_INTERNAL int emuc_device_count(void);
 EMU_INTERNAL int emuc_driver_version(int fallback);
 
 /*
- * Whether a spinning host wait yields its core between looks (see wait_while in emu_core.c):
- * each driver's documented automatic choice, which its library states by defining
- * emu_spin_policy. EMU_SPIN_AUTO_CUDA is CU_CTX_SCHED_AUTO's: yield only while the process
- * holds more contexts than the machine has logical processors, else spin on the core.
- * EMU_SPIN_YIELD_ALWAYS is what HIP documents for hipDeviceScheduleAuto with fewer contexts
- * than processors. EMU_SPIN_YIELD=1 or 0 in the environment overrides either.
+ * Whether a spinning host wait under the automatic scheduling mode yields its core between
+ * looks (see wait_while in emu_core.c): each driver's documented choice, which its library
+ * states by defining emu_spin_policy. EMU_SPIN_AUTO_CUDA is CU_CTX_SCHED_AUTO's: yield only
+ * while the process holds more contexts than it has logical processors, else spin on the core.
+ * EMU_SPIN_YIELD_ALWAYS is what HIP documents for hipDeviceScheduleAuto with no more contexts
+ * than processors (the emulated HIP runtime holds no context). EMU_SPIN_YIELD=1 or 0 in the
+ * environment overrides either, and the explicit spin and yield modes.
  */
 enum { EMU_SPIN_AUTO_CUDA = 0, EMU_SPIN_YIELD_ALWAYS = 1 };
 EMU_INTERNAL extern const int emu_spin_policy;
@@ -140,12 +141,15 @@ EMU_INTERNAL emu_status emuc_launch_host_func(int dev, uint64_t stream, emu_host
 /* Block until every stream of `dev` (implicit one included) drained. */
 EMU_INTERNAL emu_status emuc_device_synchronize(int dev);
 /*
- * The device's scheduling choice for host waits: 1 makes stream, device and every event
- * synchronize on `dev` sleep (CUDA's CU_CTX_SCHED_BLOCKING_SYNC, HIP's
- * hipDeviceScheduleBlockingSync); 0, the default, spins except on blocking-sync events.
+ * The device's scheduling mode for host waits, numbered as CUDA's CU_CTX_SCHED_* and HIP's
+ * hipDeviceSchedule* are: EMU_SCHED_BLOCKING_SYNC makes stream, device and every event
+ * synchronize on `dev` sleep; the others spin (except on blocking-sync events), pausing on the
+ * core (SPIN), yielding it (YIELD) or as the driver's automatic choice does (AUTO, the
+ * default). emuc_set_sched refuses any other value with EMU_E_INVALID_VALUE.
  */
-EMU_INTERNAL emu_status emuc_set_blocking_sync(int dev, int blocking);
-EMU_INTERNAL emu_status emuc_get_blocking_sync(int dev, int *blocking);
+enum { EMU_SCHED_AUTO = 0, EMU_SCHED_SPIN = 1, EMU_SCHED_YIELD = 2, EMU_SCHED_BLOCKING_SYNC = 4 };
+EMU_INTERNAL emu_status emuc_set_sched(int dev, int mode);
+EMU_INTERNAL emu_status emuc_get_sched(int dev, int *mode);
 
 /* -- graphs ---------------------------------------------------------------------------- */
 
@@ -168,6 +172,8 @@ EMU_EXPORT long emu_calls(const char *call_name);
 /* How many times a call woke a stream's sleeping worker thread (a record, a wait, a host
  * function enqueued on an idle stream): the host-side cost a real device does not have. */
 EMU_EXPORT long emu_worker_wakeups(void);
+/* How many times a spinning host wait yielded its core between looks (see emu_spin_policy). */
+EMU_EXPORT long emu_spin_yields(void);
 EMU_EXPORT void emu_reset_counters(void);
 
 #endif /* EMU_CORE_H */

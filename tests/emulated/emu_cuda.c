@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How a spinning host wait treats its core: CUDA's default, CU_CTX_SCHED_AUTO; see emu_core.h. */
+/* How a spinning host wait under CU_CTX_SCHED_AUTO treats its core; see emu_core.h. */
 const int emu_spin_policy = EMU_SPIN_AUTO_CUDA;
 
 typedef int CUresult;
@@ -275,27 +275,26 @@ static CUresult impl_cuDevicePrimaryCtxRelease(CUdevice dev) {
 
 /*
  * The primary context's scheduling flags decide how a host thread waits for the device:
- * CU_CTX_SCHED_BLOCKING_SYNC sleeps; AUTO (0, the default), SPIN and YIELD spin (see
- * wait_while in emu_core.c). The other flag bits are accepted and ignored.
+ * CU_CTX_SCHED_BLOCKING_SYNC sleeps; SPIN spins on the core, YIELD yields it between looks,
+ * AUTO (0, the default) does what CU_CTX_SCHED_AUTO documents (see wait_while in emu_core.c).
+ * The values are EMU_SCHED_*'s. The other flag bits are accepted and ignored.
  */
-enum { CU_CTX_SCHED_BLOCKING_SYNC = 4, CU_CTX_SCHED_MASK = 7 };
+enum { CU_CTX_SCHED_MASK = 7 };
 
 static CUresult impl_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
     ENTER("cuDevicePrimaryCtxSetFlags");
     NEED_INIT();
-    unsigned sched = flags & CU_CTX_SCHED_MASK;
-    if (sched == 3 || sched > CU_CTX_SCHED_BLOCKING_SYNC) return CUDA_ERROR_INVALID_VALUE;
-    return code(emuc_set_blocking_sync(dev, sched == CU_CTX_SCHED_BLOCKING_SYNC));
+    return code(emuc_set_sched(dev, (int)(flags & CU_CTX_SCHED_MASK)));
 }
 
 static CUresult impl_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
     ENTER("cuDevicePrimaryCtxGetState");
     if (flags == NULL || active == NULL) return CUDA_ERROR_INVALID_VALUE;
     NEED_INIT();
-    int blocking = 0;
-    CUresult rc = code(emuc_get_blocking_sync(dev, &blocking));
+    int sched = 0;
+    CUresult rc = code(emuc_get_sched(dev, &sched));
     if (rc != CUDA_SUCCESS) return rc;
-    *flags = blocking ? CU_CTX_SCHED_BLOCKING_SYNC : 0;
+    *flags = (unsigned)sched;
     *active = emu_live_contexts() > 0;
     return CUDA_SUCCESS;
 }

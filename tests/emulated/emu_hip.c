@@ -16,8 +16,8 @@
 #include <stdlib.h>
 
 /*
- * How a spinning host wait treats its core: a yield, what HIP documents for its default
- * (hipDeviceScheduleAuto) with fewer contexts than processors; see emu_core.h.
+ * How a spinning host wait under hipDeviceScheduleAuto treats its core: a yield, what HIP
+ * documents for its default with no more contexts than processors; see emu_core.h.
  */
 const int emu_spin_policy = EMU_SPIN_YIELD_ALWAYS;
 
@@ -225,19 +225,17 @@ hipError_t hipGetDevice(int *deviceId) {
 
 /*
  * The current device's scheduling flags decide how a host thread waits for it:
- * hipDeviceScheduleBlockingSync sleeps; Auto (0, the default), Spin and Yield spin (see
- * wait_while in emu_core.c). The other flag bits are accepted and ignored.
+ * hipDeviceScheduleBlockingSync sleeps; Spin spins on the core, Yield yields it between looks,
+ * Auto (0, the default) yields as HIP documents (see wait_while in emu_core.c). The values are
+ * EMU_SCHED_*'s. The other flag bits are accepted and ignored.
  */
-#define HIP_DEVICE_SCHEDULE_BLOCKING_SYNC 0x4u
 #define HIP_DEVICE_SCHEDULE_MASK 0x7u
 
 hipError_t hipSetDeviceFlags(unsigned int flags) {
     ENTER("hipSetDeviceFlags");
     int dev;
     NEED_DEVICE(dev);
-    unsigned sched = flags & HIP_DEVICE_SCHEDULE_MASK;
-    if (sched == 3 || sched > HIP_DEVICE_SCHEDULE_BLOCKING_SYNC) return hipErrorInvalidValue;
-    return code(emuc_set_blocking_sync(dev, sched == HIP_DEVICE_SCHEDULE_BLOCKING_SYNC));
+    return code(emuc_set_sched(dev, (int)(flags & HIP_DEVICE_SCHEDULE_MASK)));
 }
 
 hipError_t hipGetDeviceFlags(unsigned int *flags) {
@@ -245,9 +243,9 @@ hipError_t hipGetDeviceFlags(unsigned int *flags) {
     if (flags == NULL) return hipErrorInvalidValue;
     int dev;
     NEED_DEVICE(dev);
-    int blocking = 0;
-    hipError_t rc = code(emuc_get_blocking_sync(dev, &blocking));
-    if (rc == hipSuccess) *flags = blocking ? HIP_DEVICE_SCHEDULE_BLOCKING_SYNC : 0;
+    int sched = 0;
+    hipError_t rc = code(emuc_get_sched(dev, &sched));
+    if (rc == hipSuccess) *flags = (unsigned)sched;
     return rc;
 }
 
