@@ -1,0 +1,933 @@
+"""The protocol implemented once over a driver's raw calls: :class:`DriverBackend` and its
+capability classes.
+
+Part of :mod:`eventapi.driverkit`, which users import these from and whose docstring states the
+contract a subclass follows; its handles are in :mod:`eventapi._handles` and the pin its
+owners hold them with in :mod:`eventapi._pin`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import warnings
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, NoReturn
+
+from ._errors import CaptureError, DriverError, EventStateError
+from ._handles import NO_RAW as _NO_RAW
+from ._handles import RE, RS, Event, LiveHandles, Stream, _Handle
+
+if TYPE_CHECKING:
+    from ._pin import Pin
+    from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
+
+__all__ = [
+    "CaptureCheckMixin",
+    "DriverBackend",
+    "EventQueryMixin",
+    "HostFuncMixin",
+    "release_spare_events",
+]
+
+_log = logging.getLogger("eventapi")
+
+
+# Each capability's raw call -> the public method it backs and the class that adds both.
+_CAPABILITY_RAW_CALLS: Final = {
+    "_raw_event_query": ("event_query", "EventQueryMixin"),
+    "_raw_stream_is_capturing": ("stream_is_capturing", "CaptureCheckMixin"),
+    "_raw_launch_host_func": ("stream_launch_host_func", "HostFuncMixin"),
+}
+
+# Every DriverBackend object alive, so that a forked child can mark the parent's unusable.
+_backends: weakref.WeakSet[DriverBackend[Any, Any]] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # Runs in the child right after fork(), on its only thread. Each parent object gets fresh
+    # locks (another parent thread may have held one at the fork, and that thread does not
+    # exist here) and is marked forked, so every call and handle of it is refused from now on.
+    for backend in list(_backends):
+        backend._forked_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def release_spare_events(backend: str | None = None) -> None:
+    """Every live driverkit backend object (of ``backend``, a name, or all) releases its spares.
+
+    See :attr:`DriverBackend.SPARE_EVENTS`: the driver events of closed fences that an object
+    keeps for the next fences. For a test suite that counts the driver's own handles (the
+    objects ``eventapi.backend()`` returns live for the process): call it before counting.
+    Failures are logged on the ``eventapi`` logger.
+    """
+    for obj in list(_backends):
+        if backend is None or backend == obj.BACKEND:
+            try:
+                obj.release_spare_events()
+            except Exception:
+                _log.warning("%s: releasing spare events failed", obj.BACKEND, exc_info=True)
+
+
+class DriverBackend(ABC, Generic[RE, RS]):
+    """The :class:`~eventapi.EventApi` protocol implemented once over ``_raw_*`` driver calls.
+
+    Subclasses set ``BACKEND``, call ``super().__init__()`` and spell the abstract ``_raw_*``
+    methods as the module docstring's contract says. They may override the hooks
+    :meth:`_bind_thread`, :meth:`_adopt_stream`, :meth:`_exported_handle`,
+    :meth:`_shares_handles_with` and :meth:`_context_lost`, and use :meth:`_hold_stream` and
+    :meth:`_hold_event` in calls of their own. The optional capabilities come from
+    :class:`EventQueryMixin`, :class:`CaptureCheckMixin` and :class:`HostFuncMixin`.
+
+    Every method may be called from any thread. A handle of another object is refused with
+    :class:`~eventapi.EventStateError`, except where :meth:`_shares_handles_with` says the
+    other object is a sibling device of the same driver: then ``event_wait`` and
+    ``event_query`` take its events, and ``stream_wait_event`` lets one of this object's
+    streams wait on one.
+    """
+
+    BACKEND: str
+
+    SPARE_EVENTS: ClassVar[int] = 0
+    """How many driver events of closed fences an object keeps for the next fences (0: none).
+
+    A fence's event (made by ``record_new_event``) whose latest record was seen reached (a
+    wait returned, a query said so) hands its driver event, when it is destroyed (or, while a
+    call uses it, when that call leaves), to the object's spare list instead of the driver,
+    up to this many; the next ``record_new_event`` records a spare instead of creating an
+    event. A fence then costs a capture check, a record and a wait, not also a create, a
+    destroy and the context or device check before a create. An event closed before it was
+    seen reached goes back to the driver: HIP leaves re-recording an event whose record is
+    outstanding undefined. The wrapper is closed either way and refused from then on, and
+    ``live_handles()`` counts it gone; only the driver's own count includes the spares.
+    ``release_spare_events()`` destroys them, as garbage-collecting the object does. A
+    backend opts in by setting it (cuda and hip: 16); events its users create with
+    ``event_create()`` are never kept.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Before 0.2, DriverBackend gave every subclass all three capabilities. A subclass
+        # written then spells their raw calls but lacks the class that now adds each one, and
+        # would silently lose the capability: say so once, when the class is defined.
+        for raw, (method, mixin) in _CAPABILITY_RAW_CALLS.items():
+            if raw in vars(cls) and not hasattr(cls, method):
+                warnings.warn(
+                    f"{cls.__qualname__} spells {raw} but has no {method}: DriverBackend no "
+                    f"longer provides the optional capabilities; add "
+                    f"eventapi.driverkit.{mixin} to the class's bases",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+
+    def __init__(self) -> None:
+        # Re-entrant: a garbage collection can start on any allocation, including one made
+        # while this lock is held, and the finalizer it runs may destroy another handle of the
+        # same backend object on the same thread. Each section is a self-contained update of a
+        # flag or a counter, so re-entry cannot observe one half-done.
+        self._lock = threading.RLock()
+        self._tls = threading.local()
+        self._live_events = 0
+        self._live_streams = 0
+        self._forked = False
+        self._lost_logged = False
+        # Driver events of closed fences (SPARE_EVENTS). Changed in place only: a backend's
+        # finalizer may hold the list (see eventapi_cuda).
+        self._spares: list[RE] = []
+        self._finalized = False  # __del__ ran: a spare handed in later would never be freed
+        self._gone = False  # _last_handle_gone ran
+        _backends.add(self)
+
+    # -- hooks a backend may override ---------------------------------------------------------
+
+    def _bind_thread(self) -> None:
+        """Prepare the calling thread for driver calls; runs once per thread before its first.
+
+        Where a driver keeps per-thread state (CUDA's current context, HIP's current device),
+        make this backend's current here, so that a thread that never touched the driver can
+        wait on an event recorded elsewhere.
+        """
+
+    def _adopt_stream(self, stream: object) -> RS | None:
+        """Return the raw handle of a stream this backend did not create, or None if not one.
+
+        The default adopts nothing. A driver backend accepts its frameworks' stream objects and
+        raw integer handles here.
+        """
+        return None
+
+    def _shares_handles_with(self, other: DriverBackend[Any, Any]) -> bool:
+        """True when ``other`` is another device of this same driver in this process.
+
+        Then the driver lets this object's streams wait on ``other``'s events
+        (``stream_wait_event``) and any thread wait on or query them (``event_wait``,
+        ``event_query``); recording into another device's stream, timing events of two devices
+        and destroying another object's handle stay refused. Never asked about ``self``. The
+        default shares nothing. Answer False for an object of the *same* device: an object
+        built directly from the class owns its own handles, and the conformance kit checks
+        that a second object refuses them.
+        """
+        return False
+
+    def _exported_handle(self, raw: RS) -> int | None:
+        """The stream's address as an unsigned int for ``__cuda_stream__``, or None.
+
+        A backend whose streams other libraries can adopt through the ``__cuda_stream__``
+        protocol (CUDA's, and HIP's, whose frameworks use the same name) returns the raw
+        handle's address; the default, None, leaves :class:`Stream` without the attribute.
+        """
+        return None
+
+    def _context_lost(self) -> DriverError | None:
+        """The error that lost this device's context for good, or None while it is usable.
+
+        A driver with sticky errors (CUDA's and HIP's illegal address, say: every later call
+        returns the same error until the process exits) returns the first such error here, as
+        :attr:`DriverCalls.lost` does. Destroys are then not passed to the driver, and the
+        handles left are logged once instead of once each.
+        """
+        return None
+
+    def _last_handle_gone(self) -> None:
+        """Release what the object holds for its handles' sake (a device context, say).
+
+        Runs once, after the object was garbage-collected and every handle it created was
+        destroyed and counted gone, its spare events included: right when the object is
+        collected, or, when it is collected in a reference cycle together with handles of
+        its own, after the last of those. Never at interpreter shutdown (the driver frees
+        everything at exit). Failures are only worth a log line; it must not raise.
+        """
+
+    # -- the required driver calls ------------------------------------------------------------
+
+    @abstractmethod
+    def _raw_event_create(self) -> RE:
+        """A timing-enabled event."""
+
+    @abstractmethod
+    def _raw_event_destroy(self, event: RE) -> None:
+        """Release ``event`` at once; a record still queued may complete harmlessly."""
+
+    @abstractmethod
+    def _raw_event_record(self, event: RE, stream: RS) -> None:
+        """Enqueue a record of ``event`` on ``stream`` and return."""
+
+    @abstractmethod
+    def _raw_event_wait(self, event: RE) -> None:
+        """Block, with the GIL released, until the device reached ``event``'s latest record."""
+
+    @abstractmethod
+    def _raw_event_elapsed_ns(self, start: RE, end: RE) -> int:
+        """Device time from start to end in nanoseconds, unclamped (the base clamps)."""
+
+    def _raw_event_elapsed_ns_many(self, starts: list[RE], ends: list[RE]) -> list[int]:
+        """``_raw_event_elapsed_ns(starts[i], ends[i])`` for each ``i``, in order, unclamped.
+
+        Raises the first reading's :class:`~eventapi.DriverError`. Override it where the
+        binding's call can be made in a tighter loop than one raw call per reading (on a
+        binding whose calls return ``(status, value)``, :meth:`DriverCalls.each` is that loop).
+        """
+        read = self._raw_event_elapsed_ns
+        return [read(start, end) for start, end in zip(starts, ends, strict=True)]
+
+    @abstractmethod
+    def _raw_stream_wait_event(self, stream: RS, event: RE) -> None:
+        """Make ``stream`` wait on the device for ``event``'s record current now."""
+
+    @abstractmethod
+    def _raw_stream_synchronize(self, stream: RS) -> None:
+        """Block, with the GIL released, until ``stream`` drained."""
+
+    @abstractmethod
+    def _raw_stream_create_non_blocking(self) -> RS:
+        """A stream that does not synchronize with the legacy default stream."""
+
+    @abstractmethod
+    def _raw_stream_destroy(self, stream: RS) -> None:
+        """Release ``stream`` without waiting for its queued work, which still completes."""
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    def event_create(self) -> Event[RE]:
+        """Create a timing-enabled event. See :meth:`eventapi.EventApi.event_create`."""
+        self._ensure_thread("event_create")
+        # The wrapper exists, open and counted, before the driver call, and takes the raw handle
+        # in the assignment right after it: an interrupt anywhere but inside the raw call
+        # itself leaves a wrapper whose finalizer destroys what was created (docs/errors.md).
+        event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
+        self._open(event)
+        try:
+            event._raw = self._raw_event_create()
+        except BaseException:
+            self._forget(event)
+            raise
+        return event
+
+    def event_destroy(self, event: Event[RE]) -> None:
+        """Release an event; a second call is a no-op. Deferred while another call uses it.
+
+        A destroy the driver refuses still leaves the event closed and uncounted (it is never
+        passed to the driver again), and raises the :class:`~eventapi.DriverError`.
+        """
+        self._check_owner(event, "event_destroy", Event)
+        self._close(event)
+
+    def event_record(self, event: Event[RE], stream: Stream[RS] | object) -> None:
+        """Enqueue the event's timestamp on ``stream``."""
+        handle = self._stream(stream, "event_record")
+        self._check_owner(event, "event_record", Event)
+        self._enter_both(handle, event, "event_record")
+        try:
+            event._reached = False
+            self._raw_event_record(event._raw, handle._raw)
+            event._recorded = True
+        finally:
+            self._leave_both(handle, event)
+
+    def event_wait(self, event: Event[RE]) -> None:
+        """Block until the device reached ``event``; releases the GIL.
+
+        ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
+        """
+        owner = self._enter_event(event, "event_wait")
+        try:
+            owner._raw_event_wait(event._raw)
+            event._reached = True
+        finally:
+            owner._leave(event)
+
+    def event_elapsed(self, start: Event[RE], end: Event[RE]) -> int:
+        """Device nanoseconds from ``start`` to ``end``, clamped at 0."""
+        self._check_recorded(start, "event_elapsed")
+        self._check_recorded(end, "event_elapsed")
+        self._enter_both(start, end, "event_elapsed")
+        try:
+            return max(0, self._raw_event_elapsed_ns(start._raw, end._raw))
+        finally:
+            self._leave_both(start, end)
+
+    def stream_wait_event(self, stream: Stream[RS] | object, event: Event[RE]) -> None:
+        """Make ``stream`` wait for ``event`` on the device; the host does not block.
+
+        ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
+        """
+        handle = self._stream(stream, "stream_wait_event")
+        owner = self._event_owner(event, "stream_wait_event")
+        if owner is self:  # the common case: both handles under one acquisition of the lock
+            self._enter_both(handle, event, "stream_wait_event")
+            try:
+                self._raw_stream_wait_event(handle._raw, event._raw)
+            finally:
+                self._leave_both(handle, event)
+            return
+        self._enter(handle, "stream_wait_event")
+        try:
+            owner._enter(event, "stream_wait_event")
+            try:
+                self._raw_stream_wait_event(handle._raw, event._raw)
+            finally:
+                owner._leave(event)
+        finally:
+            self._leave(handle)
+
+    def stream_synchronize(self, stream: Stream[RS] | object) -> None:
+        """Block until ``stream`` drained; releases the GIL."""
+        handle = self._stream(stream, "stream_synchronize")
+        raw = self._enter(handle, "stream_synchronize")
+        try:
+            self._raw_stream_synchronize(raw)
+        finally:
+            self._leave(handle)
+
+    def record_new_event(self, stream: Stream[RS] | object) -> Event[RE] | None:
+        """Create an event and record it into ``stream`` in one call: what a fence does.
+
+        The same as ``stream_is_capturing(stream)``, ``event_create()`` and
+        ``event_record(event, stream)`` (with every check they make), with the stream resolved
+        and held once. Returns None, creating nothing, when the object has the capture check
+        (``stream_is_capturing``, unless switched off for this object, as the core's
+        capability detection reads it) and ``stream`` is capturing a graph. A failed record
+        destroys the new event before its :class:`~eventapi.DriverError` is raised; a failure
+        of that destroy is logged.
+        """
+        handle = self._stream(stream, "record_new_event")
+        raw_stream = self._enter(handle, "record_new_event")
+        try:
+            check = getattr(self, "stream_is_capturing", None)
+            if callable(check):
+                # The raw call where the mixin gives one: the stream is held already.
+                raw_check = getattr(self, "_raw_stream_is_capturing", None)
+                if raw_check(raw_stream) if raw_check is not None else check(handle):
+                    return None
+            # Counted before the driver call and given its handle right after, as in
+            # event_create; a spare driver event, where one is kept, needs no call.
+            event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
+            if not self._open_with_spare(event):
+                try:
+                    event._raw = self._raw_event_create()
+                except BaseException:
+                    self._forget(event)
+                    raise
+            try:
+                self._raw_event_record(event._raw, raw_stream)
+            except BaseException:
+                try:
+                    self._close(event)
+                except Exception:
+                    _log.warning(
+                        "%s: destroying %r after its record failed did not succeed; the event "
+                        "is abandoned",
+                        self.BACKEND,
+                        event,
+                        exc_info=True,
+                    )
+                raise
+            event._recorded = True
+            # Only now: a driver event that a record failed on goes back to the driver.
+            event._spare = self.SPARE_EVENTS > 0
+            return event
+        finally:
+            self._leave(handle)
+
+    def release_spare_events(self) -> None:
+        """Destroy the driver events of closed fences this object keeps (see SPARE_EVENTS).
+
+        Never needed for correctness: they are destroyed when the object is garbage-collected,
+        and the driver frees them at exit. Useful before comparing the driver's own handle
+        count with what the program holds. A destroy the driver refuses is logged on the
+        ``eventapi`` logger and the others go on; once the device context is lost none is
+        attempted (logged once). Raises what preparing the thread for driver calls raises.
+        """
+        if self._forked or not self._spares:
+            return
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread("release_spare_events")
+        while True:
+            lost = self._context_lost()
+            with self._lock:
+                if lost is not None:
+                    self._spares.clear()  # the driver frees them with the context
+                if not self._spares:
+                    break
+                raw = self._spares.pop()
+            try:
+                self._raw_event_destroy(raw)
+            except Exception:
+                _log.warning("%s: destroying a spare event failed", self.BACKEND, exc_info=True)
+        if lost is not None:
+            self._log_lost_once(lost)
+
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # Every handle holds its backend object, so no fence takes a spare any more; one whose
+        # event is collected with this object (a reference cycle) destroys it directly.
+        if not hasattr(self, "_spares"):  # __init__ never ran
+            return
+        if _finalizing():
+            return  # the driver frees what is left at exit
+        with self._lock:
+            self._finalized = True
+            last = not (self._live_events or self._live_streams or self._gone)
+            self._gone = self._gone or last
+        try:
+            self.release_spare_events()
+        except Exception:  # a finalizer has nowhere to raise to
+            _log.warning("%s: releasing spare events failed", self.BACKEND, exc_info=True)
+        if last:
+            self._last_handle_gone()
+
+    def stream_create_non_blocking(self) -> Stream[RS]:
+        """Create a stream that does not synchronize with the legacy default stream."""
+        self._ensure_thread("stream_create_non_blocking")
+        stream: Stream[RS] = Stream(_NO_RAW, self, owned=True)  # type: ignore[arg-type]
+        self._open(stream)  # as in event_create: counted before, given its raw handle after
+        try:
+            stream._raw = self._raw_stream_create_non_blocking()
+        except BaseException:
+            self._forget(stream)
+            raise
+        return stream
+
+    def stream_destroy(self, stream: Stream[RS]) -> None:
+        """Release a stream this backend created; a second call is a no-op.
+
+        Returns without waiting for the work queued on the stream, which still completes. A
+        destroy the driver refuses still leaves the stream closed and uncounted, and raises
+        the :class:`~eventapi.DriverError`.
+        """
+        self._check_owner(stream, "stream_destroy", Stream)
+        if not stream._owned:
+            raise EventStateError(
+                f"{self.BACKEND}: stream_destroy refused {stream!r}: eventapi did not create it, "
+                "so it is not eventapi's to destroy; release it through the library that made it"
+            )
+        self._close(stream)
+
+    # -- beyond the protocol ------------------------------------------------------------------
+
+    def adopt_stream(self, stream: object) -> Stream[RS]:
+        """Wrap a stream this backend did not create, without taking ownership.
+
+        Passing the returned handle is cheaper than passing the foreign object on every call.
+        Raises :class:`~eventapi.EventStateError` when ``stream`` is not one this backend can
+        use.
+        """
+        return self._stream(stream, "adopt_stream")
+
+    def live_handles(self) -> LiveHandles:
+        """Events and streams this backend object created and has not destroyed yet."""
+        with self._lock:
+            events, streams = self._live_events, self._live_streams
+        return LiveHandles(events, streams)
+
+    def pin(self) -> Pin[RE, RS]:
+        """A new :class:`Pin`: streams and events held by one owner, recorded cheaply.
+
+        For code that records its own events into the same streams over and over (a
+        profiler's pooled events). See :class:`Pin` for what it keeps guaranteed.
+        """
+        from ._pin import Pin  # here: the pin's module imports this one
+
+        return Pin(self)
+
+    # -- what a subclass may call -------------------------------------------------------------
+
+    @contextmanager
+    def _hold_stream(self, stream: Stream[RS] | object, call: str) -> Iterator[RS]:
+        """Hold ``stream`` for the length of the ``with`` block; yields its raw handle.
+
+        ``stream`` is resolved as every protocol call resolves it (this object's, or a foreign
+        one :meth:`_adopt_stream` accepts); a closed or foreign one is refused with
+        :class:`~eventapi.EventStateError` naming ``call``. A destroy from another thread
+        meanwhile is deferred until the block ends.
+        """
+        handle = self._stream(stream, call)
+        raw: RS = self._enter(handle, call)
+        try:
+            yield raw
+        finally:
+            self._leave(handle)
+
+    @contextmanager
+    def _hold_event(self, event: Event[RE], call: str) -> Iterator[RE]:
+        """Hold a recorded ``event`` of this object for the ``with`` block; yields its raw handle.
+
+        A closed, foreign or never-recorded event is refused with
+        :class:`~eventapi.EventStateError` naming ``call``.
+        """
+        self._check_recorded(event, call)
+        raw: RE = self._enter(event, call)
+        try:
+            yield raw
+        finally:
+            self._leave(event)
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def _ensure_thread(self, call: str) -> None:
+        tls = self._tls
+        if not getattr(tls, "bound", False):
+            # Also the one place a forked object is refused: the fork handler gives it a fresh
+            # thread-local, so every call comes here once more and the hot path pays nothing.
+            if self._forked:
+                self._refuse_forked(call)
+            self._bind_thread()
+            tls.bound = True
+
+    def _open(self, handle: _Handle) -> None:
+        # Opened and counted together, so a wrapper is counted exactly while its finalizer
+        # would release it.
+        with self._lock:
+            if type(handle) is Event:
+                self._live_events += 1
+            else:
+                self._live_streams += 1
+            handle._closed = False
+
+    def _open_with_spare(self, event: Event[RE]) -> bool:
+        """``_open(event)``, giving it a spare driver event in the same section if one is kept.
+
+        True when it did. The spare is stored in the wrapper before it leaves the list, with
+        no call between the two (where a signal handler could raise): an interrupt finds it in
+        one place or the other, and the wrapper's finalizer destroys what it holds.
+        """
+        with self._lock:
+            self._live_events += 1
+            event._closed = False
+            spares = self._spares
+            if not spares:
+                return False
+            event._raw = spares[-1]
+            del spares[-1]
+            return True
+
+    def _forget(self, handle: _Handle) -> None:
+        # The driver's create failed (or was interrupted): nothing to release, only to uncount.
+        with self._lock:
+            if handle._closed:
+                return
+            handle._closed = True
+            handle._users = -1
+            if type(handle) is Event:
+                self._live_events -= 1
+            else:
+                self._live_streams -= 1
+        self._after_uncount()
+
+    def _check_owner(self, handle: object, call: str, kind: type[_Handle]) -> None:
+        if type(handle) is not kind or handle._owner is not self:
+            self._refuse_foreign(handle, call, kind)
+
+    def _refuse_foreign(self, handle: object, call: str, kind: type[_Handle]) -> NoReturn:
+        what = "an event" if kind is Event else "a stream"
+        owner = handle._owner if isinstance(handle, _Handle) else None
+        if type(handle) is kind and owner is not None and self._shares_handles_with(owner):
+            raise EventStateError(
+                f"{self.BACKEND}: {call} refused {handle!r}: it belongs to {owner!r}, another "
+                f"device, and {call} needs {what} of this one ({self!r}); across devices only "
+                "stream_wait_event(stream, event), event_wait(event) and event_query(event) "
+                "take another device's event. Make the call on the handle's own backend object"
+            )
+        raise EventStateError(
+            f"{self.BACKEND}: {call} refused {handle!r}: not {what} of this {self.BACKEND} "
+            f"backend object; pass {what} created by the same backend object "
+            f"(eventapi.backend(...) returns one per device)"
+        )
+
+    def _refuse_forked(self, call: str) -> NoReturn:
+        raise EventStateError(
+            f"{self.BACKEND}: {call} refused: this backend object was created before fork(), "
+            f"in the parent process; it and its handles are not usable in this process "
+            f"(pid {os.getpid()}). Create a new backend object here, or start worker processes "
+            "with multiprocessing's 'spawn' or 'forkserver' method"
+        )
+
+    def _stream(self, stream: object, call: str) -> Stream[RS]:
+        if type(stream) is Stream:
+            if stream._owner is not self:
+                self._refuse_foreign(stream, call, Stream)
+            return stream
+        if isinstance(stream, _Handle):
+            self._refuse_foreign(stream, call, Stream)
+        raw = self._adopt_stream(stream)
+        if raw is None:
+            raise EventStateError(
+                f"{self.BACKEND}: {call} refused {stream!r}: not a stream this backend can use; "
+                "pass one from stream_create_non_blocking() or adopt_stream()"
+            )
+        return Stream(raw, self, owned=False)
+
+    def _check_recorded(self, event: Event[RE], call: str) -> None:
+        self._check_owner(event, call, Event)
+        if not event._recorded:
+            self._refuse_unrecorded(event, call)
+
+    def _refuse_unrecorded(self, event: Event[Any], call: str) -> NoReturn:
+        if event._closed:
+            self._refuse_closed(event, call)
+        raise EventStateError(
+            f"{self.BACKEND}: {call} refused {event!r}: it was never recorded, so there is "
+            "nothing to wait for or time; call event_record(event, stream) first"
+        )
+
+    def _event_owner(self, event: Event[RE], call: str) -> DriverBackend[RE, Any]:
+        # The object whose bookkeeping guards a recorded event: this one, or a sibling device's.
+        if type(event) is Event and event._owner is self:
+            if not event._recorded:
+                self._refuse_unrecorded(event, call)
+            return self
+        owner = event._owner if type(event) is Event else None
+        if owner is None or not self._shares_handles_with(owner):
+            self._refuse_foreign(event, call, Event)
+        if not event._recorded:
+            owner._refuse_unrecorded(event, call)
+        return owner
+
+    def _enter_event(self, event: Event[RE], call: str) -> DriverBackend[RE, Any]:
+        # Enters a recorded event for a one-event call; returns the object to make the raw call
+        # on and to leave through (a sibling's event is waited on by its own object).
+        owner = self._event_owner(event, call)
+        owner._enter(event, call)
+        return owner
+
+    # A call holds each handle it uses from _enter to _leave, so that a destroy from another
+    # thread meanwhile is deferred until the call is out of the driver. Calls on two handles
+    # take both under one acquisition of the lock: these are the per-window hot path.
+
+    def _enter_both(self, first: _Handle, second: _Handle, call: str) -> None:
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread(call)
+        with self._lock:
+            closed = first if first._closed else second if second._closed else None
+            if closed is None:
+                first._users += 1
+                second._users += 1
+        if closed is not None:
+            self._refuse_closed(closed, call)
+
+    def _leave_both(self, first: _Handle, second: _Handle) -> None:
+        with self._lock:
+            first._users -= 1
+            second._users -= 1
+            if not (first._closed or second._closed):
+                return
+        self._leave_closed(first)
+        self._leave_closed(second)
+
+    def _enter(self, handle: _Handle, call: str) -> Any:
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread(call)
+        with self._lock:
+            closed = handle._closed
+            if not closed:
+                handle._users += 1
+        if closed:
+            self._refuse_closed(handle, call)
+        return handle._raw
+
+    def _leave(self, handle: _Handle) -> None:
+        with self._lock:
+            handle._users -= 1
+            if not handle._closed:
+                return
+        self._leave_closed(handle)
+
+    def _leave_closed(self, handle: _Handle) -> None:
+        # A destroy was asked for while this call held the handle; whoever leaves last does it.
+        with self._lock:
+            deferred = handle._closed and handle._users == 0
+            if deferred:
+                handle._users = -1  # negative: done, so no later leaver destroys it again
+        if deferred:
+            # The destroy was asked for by another thread, which has returned already; a
+            # failure here belongs to nobody's call, so it is logged.
+            try:
+                self._destroy_now(handle)
+            except Exception:
+                _log.warning(
+                    "%s: deferred destroy of %r failed", self.BACKEND, handle, exc_info=True
+                )
+
+    def _refuse_closed(self, handle: _Handle, call: str) -> NoReturn:
+        raise EventStateError(
+            f"{self.BACKEND}: {call} refused {handle!r}: it was already destroyed; "
+            "create a new one (a destroyed handle is never passed to the driver)"
+        )
+
+    def _close(self, handle: _Handle) -> None:
+        is_event = type(handle) is Event
+        with self._lock:
+            if handle._closed:
+                return
+            handle._closed = True
+            now = handle._users == 0 or self._forked  # a forked child has no calls in flight
+            if now:
+                handle._users = -1
+                # Counted gone in the same section that closes it (see _destroy_now).
+                if is_event:
+                    self._live_events -= 1
+                else:
+                    self._live_streams -= 1
+        if now:
+            try:
+                self._release_raw(handle, is_event)
+            finally:
+                self._after_uncount()
+
+    def _destroy_now(self, handle: _Handle) -> None:
+        # Counted as gone whether or not the driver agrees: a handle it refused to destroy is
+        # unusable either way, and a second destroy would be undefined behaviour.
+        is_event = type(handle) is Event
+        with self._lock:
+            if is_event:
+                self._live_events -= 1
+            else:
+                self._live_streams -= 1
+        try:
+            self._release_raw(handle, is_event)
+        finally:
+            self._after_uncount()
+
+    def _after_uncount(self) -> None:
+        # A handle was counted gone and its driver handle released. Once the object itself
+        # was finalized (collected in a reference cycle with handles of its own, whose
+        # finalizers run in no set order), the last one out runs _last_handle_gone.
+        if self._finalized:
+            with self._lock:
+                last = not (self._live_events or self._live_streams or self._gone)
+                self._gone = self._gone or last
+            if last:
+                self._last_handle_gone()
+
+    def _release_raw(self, handle: _Handle, is_event: bool) -> None:
+        # The driver's part of a destroy, for a handle already counted gone.
+        raw = handle._raw
+        if raw is _NO_RAW or self._forked:
+            # Never created; or created by the parent process, whose driver state this child
+            # must not touch (the parent still owns the handle and destroys it there).
+            return
+        lost = self._context_lost()
+        if lost is not None:
+            self._log_lost_once(lost)
+            return
+        if is_event and handle._spare and handle._reached:  # type: ignore[attr-defined]
+            with self._lock:
+                keep = not self._finalized and len(self._spares) < self.SPARE_EVENTS
+                if keep:
+                    self._spares.append(raw)
+            if keep:
+                return
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread("event_destroy" if is_event else "stream_destroy")
+        if is_event:
+            self._raw_event_destroy(raw)
+        else:
+            self._raw_stream_destroy(raw)
+
+    def _log_lost_once(self, lost: DriverError) -> None:
+        with self._lock:
+            logged, self._lost_logged = self._lost_logged, True
+        if not logged:
+            _log.error(
+                "%s: %r: the device context is lost (%s); its remaining handles are not "
+                "released one by one, the driver frees them when the process exits; restart "
+                "the process to use the device again",
+                self.BACKEND,
+                self,
+                lost,
+            )
+
+    def _collect(self, handle: _Handle) -> None:
+        # From a handle's __del__: the user dropped it without destroying it.
+        try:
+            self._close(handle)
+        except Exception:  # a finalizer has nowhere to raise to
+            _log.warning("%s: destroying a dropped %r failed", self.BACKEND, handle, exc_info=True)
+
+    def _forked_in_child(self) -> None:
+        self._lock = threading.RLock()
+        self._tls = threading.local()
+        self._forked = True
+        self._spares.clear()  # the parent's: never destroyed here
+
+
+class EventQueryMixin(DriverBackend[RE, RS]):
+    """Adds :class:`~eventapi.SupportsEventQuery` (``event_query``) to a :class:`DriverBackend`.
+
+    List it before ``DriverBackend`` in the class's bases and spell
+    :meth:`_raw_event_query`.
+    """
+
+    @abstractmethod
+    def _raw_event_query(self, event: RE) -> bool:
+        """True when the device reached ``event``'s latest record; never blocks."""
+
+    def event_query(self, event: Event[RE]) -> bool:
+        """True when the device reached ``event``; never blocks.
+
+        ``event`` may be a sibling device's (see :meth:`DriverBackend._shares_handles_with`).
+        """
+        owner = self._enter_event(event, "event_query")
+        try:
+            # A sibling of an object with this capability has it too: one driver, one class.
+            reached: bool = owner._raw_event_query(event._raw)  # type: ignore[attr-defined]
+            if reached:
+                event._reached = True
+            return reached
+        finally:
+            owner._leave(event)
+
+
+class CaptureCheckMixin(DriverBackend[RE, RS]):
+    """Adds :class:`~eventapi.SupportsCaptureCheck` (``stream_is_capturing``).
+
+    List it before ``DriverBackend`` in the class's bases and spell
+    :meth:`_raw_stream_is_capturing`. With it, :class:`HostFuncMixin` also refuses a host
+    function on a capturing stream.
+    """
+
+    @abstractmethod
+    def _raw_stream_is_capturing(self, stream: RS) -> bool:
+        """True while ``stream`` captures a graph, in any state that refuses a timing event."""
+
+    def _raw_event_record_unless_capturing(self, event: RE, stream: RS) -> bool:
+        """Unless ``stream`` captures a graph, record ``event`` into it; True when recorded.
+
+        :meth:`_raw_stream_is_capturing`, then :meth:`_raw_event_record`: what a profiler's
+        window makes at every open. A backend may override it to make the same two calls in one
+        step (on a binding whose calls return a status first, with
+        :meth:`DriverCalls.record_unless_capturing`), which spares the Python between them.
+        """
+        if self._raw_stream_is_capturing(stream):
+            return False
+        self._raw_event_record(event, stream)
+        return True
+
+    def stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
+        """True while ``stream`` is capturing a graph."""
+        handle = self._stream(stream, "stream_is_capturing")
+        raw = self._enter(handle, "stream_is_capturing")
+        try:
+            return self._raw_stream_is_capturing(raw)
+        finally:
+            self._leave(handle)
+
+
+class HostFuncMixin(DriverBackend[RE, RS]):
+    """Adds :class:`~eventapi.SupportsHostFunc` (``stream_launch_host_func``).
+
+    List it before ``DriverBackend`` in the class's bases and spell
+    :meth:`_raw_launch_host_func` (:func:`launch_host_func` does the C side for a binding
+    that takes a C function pointer and a user-data pointer).
+    """
+
+    @abstractmethod
+    def _raw_launch_host_func(self, stream: RS, fn: Callable[[], object]) -> None:
+        """Enqueue ``fn()`` to run on a driver thread when ``stream`` reaches this point."""
+
+    def stream_launch_host_func(
+        self, stream: Stream[RS] | object, fn: Callable[[], object]
+    ) -> None:
+        """Run ``fn()`` on a driver thread when ``stream`` reaches this point.
+
+        Raises :class:`~eventapi.CaptureError` when the backend can tell (it also has
+        :class:`CaptureCheckMixin`) that ``stream`` is capturing a graph: a host function
+        captured into a graph runs on the graph's first launch only, and is held forever when
+        the graph is never launched.
+        """
+        if not callable(fn):
+            raise TypeError(f"stream_launch_host_func needs a callable, got {fn!r}")
+        handle = self._stream(stream, "stream_launch_host_func")
+        raw = self._enter(handle, "stream_launch_host_func")
+        try:
+            if isinstance(self, CaptureCheckMixin) and self._raw_stream_is_capturing(raw):
+                raise CaptureError(
+                    f"{self.BACKEND}: stream_launch_host_func refused on {handle!r}: the stream "
+                    "is capturing a graph, where a host function would run on the graph's first "
+                    "launch only; launch it after the capture ends, or on another stream"
+                )
+            self._raw_launch_host_func(raw, fn)
+        finally:
+            self._leave(handle)
+
+
+if TYPE_CHECKING:
+
+    class _AllCapabilities(
+        EventQueryMixin[object, object],
+        CaptureCheckMixin[object, object],
+        HostFuncMixin[object, object],
+    ):
+        BACKEND = "all"
+
+    def _conforms(backend: DriverBackend[object, object], full: _AllCapabilities) -> None:
+        _api: EventApi[Event[object], Stream[object]] = backend
+        _query: SupportsEventQuery[Event[object]] = full
+        _capture: SupportsCaptureCheck[Stream[object]] = full
+        _host_func: SupportsHostFunc[Stream[object]] = full

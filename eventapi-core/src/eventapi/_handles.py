@@ -1,0 +1,210 @@
+"""The handles a :class:`~eventapi.driverkit.DriverBackend` gives out: events and streams.
+
+Each wraps the driver's own handle with the state the backend object keeps for it under its
+lock: closed or not, how many calls use it, who owns it. Part of :mod:`eventapi.driverkit`,
+which users import these from, and which documents them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
+
+from ._errors import EventStateError
+
+if TYPE_CHECKING:
+    from ._driver_backend import DriverBackend
+    from ._pin import Pin
+
+__all__ = ["NO_RAW", "RE", "RS", "Event", "LiveHandles", "Stream"]
+
+RE = TypeVar("RE")
+RS = TypeVar("RS")
+
+
+class LiveHandles(NamedTuple):
+    """Handles a backend object created and has not destroyed yet."""
+
+    events: int
+    streams: int
+
+
+@final
+class _NoRaw:
+    """The raw handle of a wrapper whose driver create has not returned yet."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<not created>"
+
+
+NO_RAW: Final = _NoRaw()
+
+
+class _Handle:
+    """State shared by event and stream handles; guarded by the owning backend's lock."""
+
+    __slots__ = ("__weakref__", "_closed", "_owner", "_raw", "_users")
+
+    _raw: Any
+    _owner: DriverBackend[Any, Any] | None
+
+    def __init__(self, raw: object, owner: DriverBackend[Any, Any] | None, *, opened: bool) -> None:
+        self._raw = raw
+        self._owner = owner
+        # A handle the backend creates starts closed, and is opened and counted in one step
+        # (DriverBackend._open) before its driver call: see stream_create_non_blocking.
+        self._closed = not opened
+        # Calls under way with this handle; a destroy waits for them to leave (see _leave).
+        self._users = 0
+
+    @property
+    def closed(self) -> bool:
+        """True once the handle was destroyed. An adopted stream is never closed here."""
+        return self._closed
+
+    @property
+    def backend(self) -> str:
+        """The name of the backend this handle belongs to."""
+        return self._owner.BACKEND if self._owner is not None else "?"
+
+    # One driver handle, one owner: a copy would be a second owner whose finalizer destroys the
+    # handle under the first (a use-after-free on a real device), and a pickle would carry a
+    # pointer into another process, where it means nothing.
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(
+            f"{self!r} cannot be copied: a driver handle has exactly one owner; "
+            "pass the same object around instead"
+        )
+
+    def __deepcopy__(self, memo: object) -> NoReturn:
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        raise TypeError(
+            f"{self!r} cannot be pickled: a driver handle is valid only in the process that "
+            "created it; create the handle in the process that uses it"
+        )
+
+    # The finalizers bind sys.is_finalizing as a default: at interpreter shutdown the module
+    # globals (sys among them) may already be None, and a finalizer must stay silent then. They
+    # read the owner with getattr: an object built without __init__ has no slot set.
+
+
+@final
+class Event(_Handle, Generic[RE]):
+    """An event handle of a :class:`DriverBackend`. Users receive it; they never build one.
+
+    It may be passed between threads freely. ``recorded`` turns true after the first successful
+    record and stays true: an event re-recorded marks the latest record, as in CUDA. It cannot
+    be copied or pickled (:class:`TypeError`).
+    """
+
+    __slots__ = ("_pin", "_reached", "_recorded", "_spare")
+
+    _raw: RE
+    _pin: Pin[RE, Any] | None  # the pin that created and holds it, if any
+
+    def __init__(self, raw: RE, owner: DriverBackend[RE, Any], *, opened: bool = False) -> None:
+        # _Handle.__init__'s assignments, made here: a fence creates an event per record.
+        self._raw = raw
+        self._owner = owner
+        self._closed = not opened
+        self._users = 0
+        self._recorded = False
+        self._pin = None
+        # A fence's event (record_new_event): its driver event may be kept for reuse when it
+        # is destroyed (DriverBackend.SPARE_EVENTS), if by then its latest record was seen
+        # reached (HIP leaves re-recording an event with a record outstanding undefined).
+        self._spare = False
+        self._reached = False
+
+    @property
+    def recorded(self) -> bool:
+        """True once the event was recorded into a stream."""
+        return self._recorded
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("recorded" if self._recorded else "new")
+        return f"<{self.backend} event {self._raw!r} {state}>"
+
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # Safety net for an event dropped without event_destroy; never raises.
+        owner = getattr(self, "_owner", None)
+        if owner is not None and not self._closed and not _finalizing():
+            owner._collect(self)
+
+
+@final
+class Stream(_Handle, Generic[RS]):
+    """A stream handle of a :class:`DriverBackend`. Users receive it; they never build one.
+
+    ``owned`` is true for a stream the backend created, which :meth:`DriverBackend.stream_destroy`
+    releases; an adopted stream (a framework's, or a raw handle) is never destroyed by eventapi.
+    It cannot be copied or pickled (:class:`TypeError`).
+    """
+
+    __slots__ = ("_owned",)
+
+    _raw: RS
+
+    def __init__(self, raw: RS, owner: DriverBackend[Any, RS], *, owned: bool) -> None:
+        # An adopted stream is open at once and never counted: nothing of it is eventapi's.
+        super().__init__(raw, owner, opened=not owned)
+        self._owned = owned
+
+    @property
+    def owned(self) -> bool:
+        """True when this backend created the stream and will destroy it."""
+        return self._owned
+
+    @property
+    def raw(self) -> RS:
+        """The driver's own handle, for passing to the framework that launches work."""
+        return self._raw
+
+    @property
+    def __cuda_stream__(self) -> Callable[[], tuple[int, int]]:
+        """The ``__cuda_stream__`` protocol, on a backend whose streams speak it.
+
+        ``stream.__cuda_stream__()`` gives ``(0, handle)``, the stream's address as an
+        unsigned int, so cuda.core, CuPy, PyTorch or Numba adopt the stream as their own. The
+        ``cuda`` and ``hip`` backends' streams have it (ROCm builds of the frameworks read HIP
+        streams through the CUDA name); on any other backend the attribute is absent
+        (``hasattr`` is False). The library that adopts the stream does not own it: the stream
+        must outlive that library's use of it, as for every ``__cuda_stream__`` exporter, so
+        destroy it only after the work launched on it through the other library is done.
+        Calling it on a destroyed stream raises :class:`~eventapi.EventStateError`.
+        """
+        owner = self._owner
+        if owner is None or owner._exported_handle(self._raw) is None:
+            raise AttributeError(
+                f"{self!r} has no __cuda_stream__: only cuda and hip streams can be handed to "
+                "a framework through that protocol"
+            )
+        return self._export
+
+    def _export(self) -> tuple[int, int]:
+        owner = self._owner
+        if self._closed or owner is None:
+            raise EventStateError(
+                f"{self!r}.__cuda_stream__() refused: the stream was destroyed, so its handle "
+                "means nothing; hand the framework a live stream"
+            )
+        handle = owner._exported_handle(self._raw)
+        assert handle is not None  # the property checked: a backend answers per class
+        return (0, handle)
+
+    def __repr__(self) -> str:
+        kind = "stream" if self._owned else "adopted stream"
+        state = " closed" if self._closed else ""
+        return f"<{self.backend} {kind} {self._raw!r}{state}>"
+
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # Safety net for an owned stream dropped without stream_destroy; never raises.
+        owner = getattr(self, "_owner", None)
+        if owner is not None and self._owned and not self._closed and not _finalizing():
+            owner._collect(self)
