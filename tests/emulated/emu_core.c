@@ -280,12 +280,13 @@ static void *table_take(uint64_t h, int kind) {
  * on g.done until the condition changes. A spinning wait (what CUDA and HIP do for an event
  * created without the blocking-sync flag, and for stream and device synchronization unless
  * the device's scheduling flag asks for blocking sync) keeps the thread looking: it drops the
- * lock, then either yields the core or pauses on it, and looks again. Which of the two is the
- * driver's automatic choice (emu_spin_policy, see emu_core.h): CUDA's CU_CTX_SCHED_AUTO spins
- * on the core unless the process holds more contexts than the machine has logical processors;
- * HIP documents a yield. A yield burns the calling thread's CPU time like a pure spin, but on
- * a machine whose cores are all busy it hands the core to the stream's worker, a thread the
- * emulated device needs and a real one does not. EMU_SPIN_YIELD=1 or 0 forces either.
+ * lock, then either yields the core or pauses on it, and looks again. The spin mode pauses,
+ * the yield mode yields, and the automatic mode (the default) does what the driver documents
+ * (emu_spin_policy, see emu_core.h): CUDA's CU_CTX_SCHED_AUTO pauses unless the process holds
+ * more contexts than it has logical processors to run on; HIP documents a yield. A yield burns
+ * the calling thread's CPU time like a pure spin, but on a machine whose cores are all busy it
+ * hands the core to the stream's worker, a thread the emulated device needs and a real one
+ * does not. EMU_SPIN_YIELD=1 or 0 forces either, whatever the mode.
  */
 typedef int (*busy_fn)(const void *arg);
 
