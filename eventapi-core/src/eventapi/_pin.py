@@ -127,6 +127,10 @@ class Pin(Generic[RE, RS]):
             self._events.discard(event)
         _release(self._backend, event)
 
+    # event_record and event_record_unless_capturing check their handles inline, not through
+    # a helper as the readings do (_reading): each is made once or twice per profiling window,
+    # and a call frame there costs more than the checks it would hold.
+
     def event_record(self, event: Event[RE], stream: Stream[RS]) -> None:
         """Enqueue ``event``'s timestamp on ``stream``: both must be held by this pin."""
         with self._lock:
