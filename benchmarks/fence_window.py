@@ -41,7 +41,7 @@ from typing import Any
 
 import eventapi
 from eventapi import EventFence, EventProfiler
-from eventapi._anchor import ANCHOR_SAMPLES
+from eventapi._profiling._anchor import ANCHOR_SAMPLES
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from emulated_driver import DriverName, load
 
 import eventapi
 from eventapi import Anchor, EventProfiler, EventStateError
-from eventapi._anchor import sample_anchor
+from eventapi._profiling._anchor import sample_anchor
 from eventapi.host import HostBackend
 
 # Bounds a broken build's hang; never decides whether a working one passes.

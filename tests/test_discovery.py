@@ -31,9 +31,8 @@ from eventapi import (
     BackendNotFoundError,
     BackendSpec,
     BackendUnavailableError,
-    _discovery,
-    _selection,
 )
+from eventapi._plugins import _discovery, _selection
 
 PLUGINS = Path(__file__).parent / "plugins"
 NOT_HERE = "cuda,hip"  # the real GPU plugins: their state must not steer these tests
@@ -121,7 +120,7 @@ def test_import_scans_nothing_and_imports_no_binding() -> None:
         m
         for m in state["modules"]
         if m.split(".")[0] in {"cuda", "hip", "rocm", "eventapi_cuda", "eventapi_hip"}
-        or m in {"eventapi._host_plugin", "eventapi.host"}
+        or m in {"eventapi._plugins._host", "eventapi.host"}
     ]
     assert loaded == []
 
@@ -153,8 +152,8 @@ def test_listing_imports_no_driver_binding_and_loads_no_backend() -> None:
 
 
 def test_listing_imports_only_what_the_rows_need() -> None:
-    # The rows need discovery, the plugins' hook modules and their probes: not the handle
-    # layer the probes' helpers are re-exported from, not the fence or the profiler, not
+    # The rows need discovery, the plugins' hook modules and their probes (eventapi.driverkit's
+    # light face and its probe module): not the handle layer, not the fence or the profiler, not
     # logging, which discovery imports only to report a plugin that misbehaves, and not the
     # email parser behind importlib.metadata's version() (about 0.7 ms, against the 7 ms
     # listing may add to pluggy's own import and scan).
@@ -164,12 +163,13 @@ def test_listing_imports_only_what_the_rows_need() -> None:
         "print(json.dumps({'modules': sorted(sys.modules)}))"
     )
     heavy = {
-        "eventapi.driverkit",
-        "eventapi._native",
+        "eventapi.driverkit._backend",
+        "eventapi.driverkit._handles",
+        "eventapi.driverkit._calls",
         "eventapi._fence",
-        "eventapi._profiler",
-        "eventapi._anchor",
-        "eventapi._selection",
+        "eventapi._profiling._profiler",
+        "eventapi._profiling._anchor",
+        "eventapi._plugins._selection",
         "eventapi.host",
         "logging",
         "email.parser",
@@ -653,7 +653,7 @@ import json, os, sys
 sys.path.insert(0, {tests!r})
 from emulated_driver import load
 import eventapi
-from eventapi import _discovery
+from eventapi._plugins import _discovery
 
 name, count_call = {name!r}, {count_call!r}
 driver = load(name)

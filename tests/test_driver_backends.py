@@ -27,8 +27,8 @@ from threads import JOIN_S, Waiter, release_and_join
 
 import eventapi
 from eventapi import CaptureError, DriverError, EventFence, EventProfiler, EventStateError
-from eventapi._native import pending_host_funcs
 from eventapi.driverkit import DriverBackend, Stream
+from eventapi.driverkit._calls import pending_host_funcs
 
 if TYPE_CHECKING:
     from eventapi_cuda import CudaBackend

@@ -531,15 +531,6 @@ def test_a_subclass_written_for_the_old_base_is_warned_that_it_lost_a_capability
     assert not isinstance(Old(), SupportsHostFunc)
 
 
-def test_a_name_moved_out_of_driverkit_still_works_with_a_deprecation_warning() -> None:
-    import eventapi.driverkit
-
-    with pytest.warns(DeprecationWarning, match="pending_host_funcs is deprecated"):
-        count = eventapi.driverkit.pending_host_funcs
-    assert count() == 0
-    assert "pending_host_funcs" not in eventapi.driverkit.__all__
-
-
 # -- Pin: an owner's handles, held once --------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ from emulated_driver import DriverName, EmulatedDriver, load
 
 import eventapi
 from eventapi import DriverError, EventFence, EventProfiler, Window
-from eventapi._check import check_backend
+from eventapi._cli._check import check_backend
 from eventapi.host import HostBackend
 
 METHODS: Final = (

@@ -33,7 +33,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 import eventapi
-from eventapi import _discovery
+from eventapi._plugins import _discovery
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTIONS = ("eventapi-core", "eventapi-cuda", "eventapi-hip")

@@ -24,7 +24,7 @@ from eventapi import (
     SupportsCaptureCheck,
     Window,
 )
-from eventapi._anchor import ANCHOR_SAMPLES
+from eventapi._profiling._anchor import ANCHOR_SAMPLES
 from eventapi.host import HostBackend
 
 # The host backend's events and sleeps read one clock (CLOCK_MONOTONIC), and time.sleep never

@@ -117,7 +117,7 @@ def test_each_name_imports_only_what_it_needs() -> None:
     assert [m for m in added["error"] if m.startswith("eventapi")] == ["eventapi._errors"]
     assert "pluggy" not in added["error"]
     # The fence needs no plugin machinery: no pluggy, no discovery, no entry point scanner.
-    for module in ("pluggy", "eventapi._discovery", "importlib.metadata", "eventapi.host"):
+    for module in ("pluggy", "eventapi._plugins._discovery", "importlib.metadata", "eventapi.host"):
         assert module not in added["fence"]
 
 

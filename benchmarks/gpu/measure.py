@@ -39,7 +39,7 @@ from typing import Any
 
 import eventapi
 from eventapi import EventProfiler
-from eventapi._anchor import ANCHOR_SAMPLES
+from eventapi._profiling._anchor import ANCHOR_SAMPLES
 
 # The sibling benchmark supplies the eventapi and raw-binding loops, so both scripts time the
 # same code; benchmarks/ is not a package, hence the import by path.

@@ -71,7 +71,7 @@ use_checkout_directly() {
     mkdir -p "$site/eventapi_core-$version.dist-info" "$site/eventapi_cuda-$version.dist-info"
     printf 'Metadata-Version: 2.1\nName: eventapi-core\nVersion: %s\n' "$version" \
         > "$site/eventapi_core-$version.dist-info/METADATA"
-    printf '[eventapi.backends]\nhost = eventapi._host_plugin\n\n[pytest11]\neventapi.testing = eventapi.testing.plugin\n' \
+    printf '[eventapi.backends]\nhost = eventapi._plugins._host\n\n[pytest11]\neventapi.testing = eventapi.testing.plugin\n' \
         > "$site/eventapi_core-$version.dist-info/entry_points.txt"
     printf 'Metadata-Version: 2.1\nName: eventapi-cuda\nVersion: %s\n' "$version" \
         > "$site/eventapi_cuda-$version.dist-info/METADATA"

@@ -17,9 +17,7 @@ from __future__ import annotations
 # and ruff read any name TYPE_CHECKING as true. Deleted below, so it is not public.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._anchor import Anchor
     from ._bench import bench
-    from ._discovery import backends
     from ._errors import (
         BackendError,
         BackendNotFoundError,
@@ -31,10 +29,12 @@ if TYPE_CHECKING:
         UnsupportedError,
     )
     from ._fence import EventFence
-    from ._plugin import PLUGIN_API, BackendInfo, BackendSpec, hookimpl, hookspec
-    from ._profiler import EventProfiler, Span, Stats, Window
+    from ._plugins._discovery import backends
+    from ._plugins._selection import backend
+    from ._plugins._spec import PLUGIN_API, BackendInfo, BackendSpec, hookimpl, hookspec
+    from ._profiling._anchor import Anchor
+    from ._profiling._profiler import EventProfiler, Span, Stats, Window
     from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
-    from ._selection import backend
 else:
     # Hidden from type checkers, which see the imports above: to them a name not in that list
     # is an error, as it is at run time.
@@ -88,32 +88,32 @@ __version__ = "0.1.0"
 # (The errors carry __module__ = "eventapi" themselves, so a traceback and pickle name them
 # here whichever module imported them first.)
 _WHERE = {
-    "PLUGIN_API": "_plugin",
-    "Anchor": "_anchor",
+    "PLUGIN_API": "_plugins._spec",
+    "Anchor": "_profiling._anchor",
     "BackendError": "_errors",
-    "BackendInfo": "_plugin",
+    "BackendInfo": "_plugins._spec",
     "BackendNotFoundError": "_errors",
-    "BackendSpec": "_plugin",
+    "BackendSpec": "_plugins._spec",
     "BackendUnavailableError": "_errors",
     "CaptureError": "_errors",
     "DriverError": "_errors",
     "EventApi": "_protocol",
     "EventApiError": "_errors",
     "EventFence": "_fence",
-    "EventProfiler": "_profiler",
+    "EventProfiler": "_profiling._profiler",
     "EventStateError": "_errors",
-    "Span": "_profiler",
-    "Stats": "_profiler",
+    "Span": "_profiling._profiler",
+    "Stats": "_profiling._profiler",
     "SupportsCaptureCheck": "_protocol",
     "SupportsEventQuery": "_protocol",
     "SupportsHostFunc": "_protocol",
     "UnsupportedError": "_errors",
-    "Window": "_profiler",
-    "backend": "_selection",
-    "backends": "_discovery",
+    "Window": "_profiling._profiler",
+    "backend": "_plugins._selection",
+    "backends": "_plugins._discovery",
     "bench": "_bench",
-    "hookimpl": "_plugin",
-    "hookspec": "_plugin",
+    "hookimpl": "_plugins._spec",
+    "hookspec": "_plugins._spec",
 }
 
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
-from ._anchor import TIMER_RESOLUTION_NS
-from ._profiler import EventProfiler
+from ._profiling._anchor import TIMER_RESOLUTION_NS
+from ._profiling._profiler import EventProfiler
 from ._protocol import EventApi
 
 __all__ = ["BATCH", "ESTIMATE_CALLS", "BenchResult", "bench"]
@@ -135,7 +135,7 @@ def bench(
             f"{rep_ms!r}"
         )
     if api is None:
-        from ._selection import backend
+        from ._plugins._selection import backend
 
         api = backend()
     # The profiler keeps no spans and no summary: the readings are kept here, exactly.

@@ -17,7 +17,7 @@ from eventapi import BackendSpec
 # eventapi.driverkit re-exports these two, but importing it imports the whole handle layer,
 # and this module is imported wherever backends are listed. This plugin is released with
 # eventapi-core at one version, so it may import them from where they are defined.
-from eventapi._probing import c_int_out, open_driver_library
+from eventapi.driverkit.probe import c_int_out, open_driver_library
 
 __all__ = ["eventapi_backends", "load", "probe"]
 

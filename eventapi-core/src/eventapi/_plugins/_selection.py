@@ -6,15 +6,15 @@ highest priority, where a tie at the top is an error, not a coin toss. An explic
 cannot be satisfied raises with a message that names the fix (not installed, blocked, broken,
 unusable here); it never falls back to another backend.
 
-Discovery (:mod:`eventapi._discovery`) says what exists; this module asks it for one name
+Discovery (:mod:`eventapi._plugins._discovery`) says what exists; this module asks it for one name
 (``entry``) or for every row (``backends``) and never imports a plugin itself.
 
 One object per device: the loaded objects are kept per (name, device), and every spelling of one
 device is one key. ``"NAME"`` is loaded as ``"NAME:<default_device>"`` when the plugin declares
 its default device; otherwise ``load(None)``'s object is filed under the device it reports
 (its ``device`` attribute) as well. The cache is this module's own; it is dropped when
-:func:`~eventapi._discovery.generation` says discovery forgot what it learnt, and in the child
-after ``fork()`` (objects are per process: the backends refuse a parent's handles there).
+:func:`~eventapi._plugins._discovery.generation` says discovery forgot what it learnt, and in the
+child after ``fork()`` (objects are per process: the backends refuse a parent's handles there).
 
 Locking: ``_Loaded._lock`` guards the dictionary only. Each (name, device) has a once-cell: the
 first caller loads on its own thread with no lock held, later callers of *that pair* wait for it,
@@ -30,14 +30,14 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Final, final
 
+from .._errors import BackendError, BackendNotFoundError, BackendUnavailableError
+from .._protocol import PROTOCOL_METHODS
 from . import _discovery
 from ._discovery import ENV_DISABLE_AUTOLOAD, ENV_DISABLE_PLUGINS, KNOWN_HINTS, _describe
-from ._errors import BackendError, BackendNotFoundError, BackendUnavailableError
-from ._plugin import ENTRY_POINT_GROUP, NAME_PATTERN, BackendSpec
-from ._protocol import PROTOCOL_METHODS
+from ._spec import ENTRY_POINT_GROUP, NAME_PATTERN, BackendSpec
 
 if TYPE_CHECKING:
-    from ._protocol import EventApi
+    from .._protocol import EventApi
 
 __all__ = ["ENV_BACKEND", "backend", "choose", "preview"]
 

@@ -2,8 +2,8 @@
 capability classes.
 
 Part of :mod:`eventapi.driverkit`, which users import these from and whose docstring states the
-contract a subclass follows; its handles are in :mod:`eventapi._handles` and the pin its
-owners hold them with in :mod:`eventapi._pin`.
+contract a subclass follows; its handles are in :mod:`eventapi.driverkit._handles` and the pin its
+owners hold them with in :mod:`eventapi.driverkit._pin`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, NoReturn
 
-from ._errors import CaptureError, DriverError, EventStateError
+from .._errors import CaptureError, DriverError, EventStateError
 from ._handles import NO_RAW as _NO_RAW
 from ._handles import RE, RS, Event, LiveHandles, Stream, _Handle
 
 if TYPE_CHECKING:
+    from .._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
     from ._pin import Pin
-    from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
 
 __all__ = [
     "CaptureCheckMixin",

@@ -1,9 +1,10 @@
 """What a plugin's probe needs: a driver library's answers through :mod:`ctypes`, and an
 installed distribution's version.
 
-Kept apart from the handle layer (:mod:`eventapi.driverkit` re-exports the ctypes helpers)
-because a probe runs in every process that lists backends: importing these functions costs
-nothing beyond :mod:`os`; :mod:`ctypes` is imported on the first call that needs it.
+A probe runs in every process that lists backends, so this module is light: importing it costs
+nothing beyond :mod:`os` (``import eventapi.driverkit.probe`` does not import the handle layer,
+which :mod:`eventapi.driverkit` loads only when one of its names is read), and :mod:`ctypes` is
+imported on the first call that needs it. A plugin module imports these from here.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .._metadata import name_and_version
+
 if TYPE_CHECKING:
     import ctypes
-    from importlib.metadata import Distribution
 
-__all__ = ["c_int_out", "installed_version", "name_and_version", "open_driver_library"]
+__all__ = ["c_int_out", "installed_version", "open_driver_library"]
 
 
 def open_driver_library(names: Sequence[str | bytes]) -> ctypes.CDLL | None:
@@ -57,30 +59,6 @@ def c_int_out(library: ctypes.CDLL, function: str) -> tuple[int, int]:
     out = ctypes.c_int(0)
     status = int(fn(ctypes.byref(out)))
     return status, out.value
-
-
-def name_and_version(dist: Distribution) -> tuple[str, str]:
-    """The distribution's ``Name`` and ``Version``, read from its metadata's header.
-
-    ``dist.name`` and ``dist.version`` each parse the whole metadata file with the email
-    package (imported for it: about 0.7 ms, then a parse per field); both fields are single
-    header lines, so reading the header up to its first blank line finds them at a fraction of
-    the cost. Falls back to importlib.metadata where the header lacks either.
-    """
-    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-    found: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            break  # the header ends at the first blank line
-        if line[0].isspace():
-            continue  # a continuation of the field before
-        key, colon, value = line.partition(":")
-        key = key.strip().lower()
-        if colon and key in ("name", "version"):
-            found.setdefault(key, value.strip())
-    if "name" in found and "version" in found:
-        return found["name"], found["version"]
-    return dist.name, dist.version
 
 
 def installed_version(distribution: str) -> str | None:

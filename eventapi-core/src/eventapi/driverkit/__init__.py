@@ -62,8 +62,8 @@ not one of the protocol's (a backend's own test aids, say); and the hooks it may
 
 For a backend on a C driver binding whose calls return a tuple led by a status code, this
 module also re-exports the pieces such a backend would otherwise write again (from
-:mod:`eventapi._native`): :class:`DriverCalls` (status checks and error translation with the
-driver's own names, sticky errors included), :func:`launch_host_func` (the host-function
+:mod:`eventapi.driverkit._calls`): :class:`DriverCalls` (status checks and error translation with
+the driver's own names, sticky errors included), :func:`launch_host_func` (the host-function
 trampoline), :func:`foreign_stream_handle` (framework streams and raw handles),
 :func:`ms_to_ns`, and the probe helpers :func:`open_driver_library` and :func:`c_int_out`.
 
@@ -84,25 +84,37 @@ compatibility policy (``docs/compatibility.md``).
 
 from __future__ import annotations
 
-from typing import Any, Final
+# Each name is imported from the private module that defines it the first time it is read (PEP
+# 562), as in eventapi/__init__.py: a plugin module imports eventapi.driverkit.probe, which
+# runs this file, and must not pay for the handle layer. mypy and ruff read TYPE_CHECKING as
+# true and see the imports; it is deleted below, so it is not public.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._backend import (
+        CaptureCheckMixin,
+        DriverBackend,
+        EventQueryMixin,
+        HostFuncMixin,
+        release_spare_events,
+    )
+    from ._calls import DriverCalls, foreign_stream_handle, launch_host_func, ms_to_ns
+    from ._handles import Event, LiveHandles, Stream
+    from ._pin import Pin
+    from .probe import c_int_out, open_driver_library
+else:
 
-from ._driver_backend import (
-    CaptureCheckMixin,
-    DriverBackend,
-    EventQueryMixin,
-    HostFuncMixin,
-    release_spare_events,
-)
-from ._handles import Event, LiveHandles, Stream
-from ._native import (
-    DriverCalls,
-    c_int_out,
-    foreign_stream_handle,
-    launch_host_func,
-    ms_to_ns,
-    open_driver_library,
-)
-from ._pin import Pin
+    def __getattr__(name: str) -> object:
+        where = _WHERE.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from importlib import import_module
+
+        value = getattr(import_module(f"{__name__}.{where}"), name)
+        globals()[name] = value
+        return value
+
+
+del TYPE_CHECKING
 
 __all__ = [
     "CaptureCheckMixin",
@@ -122,28 +134,25 @@ __all__ = [
     "release_spare_events",
 ]
 
-# Names removed from __all__, still reachable for the deprecation period the compatibility
-# policy promises (docs/compatibility.md): name -> (module holding it, what to do instead).
-_DEPRECATED: Final = {
-    "pending_host_funcs": (
-        "eventapi._native",
-        "it is test support for this project's own backends; count what your tests launch yourself",
-    ),
+# Where each public name is defined: the same list as the imports above, read at run time.
+_WHERE = {
+    "CaptureCheckMixin": "_backend",
+    "DriverBackend": "_backend",
+    "DriverCalls": "_calls",
+    "Event": "_handles",
+    "EventQueryMixin": "_backend",
+    "HostFuncMixin": "_backend",
+    "LiveHandles": "_handles",
+    "Pin": "_pin",
+    "Stream": "_handles",
+    "c_int_out": "probe",
+    "foreign_stream_handle": "_calls",
+    "launch_host_func": "_calls",
+    "ms_to_ns": "_calls",
+    "open_driver_library": "probe",
+    "release_spare_events": "_backend",
 }
 
 
-def __getattr__(name: str) -> Any:
-    moved = _DEPRECATED.get(name)
-    if moved is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    module, instead = moved
-    warnings.warn(
-        f"eventapi.driverkit.{name} is deprecated and will be removed in eventapi-core 0.4: "
-        f"{instead}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(module), name)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -11,8 +11,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, NoReturn, final
 
-from ._driver_backend import CaptureCheckMixin, DriverBackend
-from ._errors import EventStateError, UnsupportedError
+from .._errors import EventStateError, UnsupportedError
+from ._backend import CaptureCheckMixin, DriverBackend
 from ._handles import RE, RS, Event, Stream, _Handle
 
 __all__ = ["Pin"]

@@ -12,7 +12,7 @@ nothing rewritten at the end. Times: ``ts`` and ``dur`` are microseconds (the fo
 written with three decimals so nothing below the nanosecond is lost. In the trace of one
 process ``ts`` is :func:`time.perf_counter_ns` / 1000 (Linux's ``CLOCK_MONOTONIC``, shared by
 every process of one boot); the ``clock`` object in ``otherData`` says so, and carries what a
-merge needs to put the trace on another host's axis (:mod:`eventapi._trace_merge`).
+merge needs to put the trace on another host's axis (:mod:`eventapi.trace._merge`).
 
 One process track (``pid``) per process, one thread track (``tid``) per stream, named
 ``"<backend>:<device> <label>"``. Windows nest on their track as their ``depth`` says: a child
@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, Any, Final, final
 
-from ._profiler import Span
+from .._profiling._profiler import Span
 
 __all__ = [
     "FORMAT",
@@ -119,7 +119,7 @@ def host_clock() -> Clock:
 
 def process_info() -> dict[str, object]:
     """The ``otherData.eventapi`` object of a trace written by this process, clock measured now."""
-    from . import __version__
+    from .. import __version__
 
     return {
         "format": FORMAT,

@@ -24,11 +24,11 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
-from . import __version__
-from ._discovery import KNOWN_HINTS, backends
-from ._errors import EventApiError
-from ._plugin import BackendInfo
-from ._selection import ENV_BACKEND, preview
+from .. import __version__
+from .._errors import EventApiError
+from .._plugins._discovery import KNOWN_HINTS, backends
+from .._plugins._selection import ENV_BACKEND, preview
+from .._plugins._spec import BackendInfo
 
 __all__ = ["main"]
 
@@ -225,7 +225,7 @@ def _check(names: list[str], as_json: bool, trace: str | None) -> int:
 
 def _trace(args: argparse.Namespace) -> int:
     # Imported here: the trace machinery costs nothing to the other commands.
-    from . import trace
+    from .. import trace
 
     try:
         if args.action == "merge":

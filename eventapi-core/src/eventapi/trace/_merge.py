@@ -1,6 +1,6 @@
 """Many traces on one time axis: ``eventapi trace merge``.
 
-Every trace eventapi writes says what its times are (a :class:`~eventapi._trace_format.Clock`):
+Every trace eventapi writes says what its times are (a :class:`~eventapi.trace._format.Clock`):
 ``ts`` plus the clock's ``wall_offset_ns`` is the wall-clock time, on every kind of trace. A
 merge moves each trace onto the axis of the result by the difference of the two offsets:
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._trace_format import FORMAT, Clock
+from ._format import FORMAT, Clock
 
 __all__ = ["merge_documents"]
 
@@ -51,7 +51,7 @@ def merge_documents(documents: Sequence[dict[str, Any]], names: Sequence[str]) -
     """
     if not documents:
         raise ValueError("nothing to merge: pass at least one trace file")
-    from . import __version__
+    from .. import __version__
 
     infos = [_info(doc, name) for doc, name in zip(documents, names, strict=True)]
     clocks = [Clock.from_json(info["clock"]) for info in infos]

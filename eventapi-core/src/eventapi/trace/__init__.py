@@ -20,12 +20,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from ._profiler import EventProfiler, Span
-from ._trace_format import TraceFile, Track, process_info, read_trace
-from ._trace_merge import merge_documents
+from .._profiling._profiler import EventProfiler, Span
+from ._format import TraceFile, Track, process_info, read_trace
+from ._merge import merge_documents
 
 if TYPE_CHECKING:
-    from ._protocol import EventApi
+    from .._protocol import EventApi
 
 __all__ = ["TraceWriter", "export_chrome_trace", "gather_chrome_trace", "merge", "write_report"]
 
@@ -141,7 +141,7 @@ def write_report(path: PathLike, out: PathLike) -> None:
     The page loads nothing from the network. Raises :class:`ValueError` for a file that is
     not a Trace Event JSON document, :class:`OSError` when a file cannot be read or written.
     """
-    from ._trace_report import render
+    from ._report import render
 
     document = read_trace(path)
     html = render(document, title=os.path.basename(os.fspath(path)))

@@ -13,7 +13,7 @@ pieces here implement that convention once; :mod:`eventapi.driverkit` re-exports
   through one shared C trampoline, and logs what it raises;
 * :func:`foreign_stream_handle` reads the integer handle out of a stream the backend did not
   create;
-* :func:`open_driver_library` and :func:`c_int_out` (from :mod:`eventapi._probing`, where a
+* :func:`open_driver_library` and :func:`c_int_out` (from :mod:`eventapi.driverkit.probe`, where a
   probe imports them without this module) let a plugin's probe ask the driver library
   questions through :mod:`ctypes`, without importing the binding.
 """
@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, final
 
-from ._errors import DriverError, EventStateError
-from ._gil import release_gil
-from ._probing import c_int_out, open_driver_library
+from .._errors import DriverError, EventStateError
+from .._gil import release_gil
+from .probe import c_int_out, open_driver_library
 
 __all__ = [
     "DriverCalls",

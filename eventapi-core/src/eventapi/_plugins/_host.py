@@ -1,6 +1,6 @@
 """The ``host`` backend's plugin module: registered like any third-party backend.
 
-Declared by eventapi-core's own entry point (``host = "eventapi._host_plugin"``) and registered
+Declared by eventapi-core's own entry point (``host = "eventapi._plugins._host"``) and registered
 in code by discovery as well, so ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD=1`` keeps it. Light on
 purpose: the backend module is imported by :func:`_load`, not here.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ._plugin import BackendSpec, hookimpl
+from ._spec import BackendSpec, hookimpl
 
 __all__ = ["eventapi_backends"]
 
@@ -21,7 +21,7 @@ def _load(device: int | None) -> Any:
         raise ValueError(
             f"the host backend has no devices, so 'host:{device}' names none; select it as 'host'"
         )
-    from .host import HostBackend
+    from ..host import HostBackend
 
     return HostBackend()
 

@@ -1,8 +1,8 @@
 """How ``eventapi check`` reports: a table or JSON of the checks, and the spans as a trace.
 
-:func:`report` prints what :func:`~eventapi._check.check_backend` returned and decides the exit
+:func:`report` prints what :func:`~eventapi._cli._check.check_backend` returned and decides the exit
 status; :func:`write_trace` writes the profiler spans the checks read as Chrome trace-event JSON.
-Running the checks is :mod:`eventapi._check`'s.
+Running the checks is :mod:`eventapi._cli._check`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def write_trace(reports: Sequence[BackendReport], path: str) -> None:
     (``"X"``) event on the host clock, so it opens in ``chrome://tracing`` and Perfetto and
     merges with other traces (``eventapi trace merge``).
     """
-    from ._trace_format import TraceFile, Track, process_info
+    from ..trace._format import TraceFile, Track, process_info
 
     trace = TraceFile(path, process_info())
     try:

@@ -22,14 +22,14 @@ imported, raises (``SystemExit`` included) in its hook, yields something that is
 :class:`~eventapi.BackendSpec`, was built for another major of the plugin contract, has a probe
 that raises, or does not finish within the budget is listed as ``broken: <error>``; every
 other backend keeps working. A plugin that crashed the process while running there is
-quarantined on the next run (:mod:`eventapi._quarantine`). The embedded ``host`` is this
+quarantined on the next run (:mod:`eventapi._plugins._quarantine`). The embedded ``host`` is this
 package's own code and runs inline.
 
 Names decided from metadata alone, without importing anything: two distributions claiming one
 name are a conflict (both broken; selecting the name raises :class:`~eventapi.BackendError`);
-an entry point whose name is not a backend name (:data:`~eventapi._plugin.NAME_PATTERN`), or
+an entry point whose name is not a backend name (:data:`~eventapi._plugins._spec.NAME_PATTERN`), or
 that claims a name reserved for this project's distributions
-(:data:`~eventapi._plugin.RESERVED_NAMES`), is listed broken and never selected, and never
+(:data:`~eventapi._plugins._spec.RESERVED_NAMES`), is listed broken and never selected, and never
 displaces the backend it imitates.
 
 Locking: one lock guards the registry's data and each scan its own; neither is held while
@@ -38,9 +38,9 @@ event, so a plugin that hangs holds up only callers that need that plugin.
 
 The variables ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD``, ``EVENTAPI_DISABLE_PLUGINS`` and
 ``EVENTAPI_PLUGIN_TIMEOUT`` are read when discovery first runs in the process, and again after
-:func:`refresh`. Selection (:mod:`eventapi._selection`) asks for one name through :func:`entry`
-or for every row through :func:`backends`, and compares :func:`generation` to know when what it
-cached was built from a discovery since forgotten.
+:func:`refresh`. Selection (:mod:`eventapi._plugins._selection`) asks for one name through
+:func:`entry` or for every row through :func:`backends`, and compares :func:`generation` to know
+when what it cached was built from a discovery since forgotten.
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ from typing import TYPE_CHECKING, Final, NamedTuple, final
 
 import pluggy
 
-from ._logger import logger
-from ._plugin import (
+from .._logger import logger
+from .._metadata import name_and_version
+from ._spec import (
     ENTRY_POINT_GROUP,
     NAME_PATTERN,
     PLUGIN_API,
@@ -66,7 +67,6 @@ from ._plugin import (
     BackendSpec,
     _Hooks,
 )
-from ._probing import name_and_version
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -695,11 +695,11 @@ def _probe(spec: BackendSpec) -> str | None:
 
 def _host_candidate() -> _Candidate:
     # Imported here: eventapi/__init__.py defines __version__ after importing this module.
-    from . import __version__
+    from .. import __version__
 
     # Registered in code as well as by entry point, so that EVENTAPI_DISABLE_PLUGIN_AUTOLOAD
     # keeps the embedded backend.
-    module = "eventapi._host_plugin"
+    module = "eventapi._plugins._host"
     return _Candidate("host", "eventapi-core", __version__, module, _import(module), embedded=True)
 
 

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
 
-from ._errors import EventStateError
+from .._errors import EventStateError
 
 if TYPE_CHECKING:
-    from ._driver_backend import DriverBackend
+    from ._backend import DriverBackend
     from ._pin import Pin
 
 __all__ = ["NO_RAW", "RE", "RS", "Event", "LiveHandles", "Stream"]

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Final, final
 
-from ._logger import logger
+from .._logger import logger
 
 __all__ = ["Guard", "crashed_before"]
 

@@ -22,7 +22,7 @@ Each backend gets the same checks, in this order:
     The backend's live handle count is back where it started (when it counts them).
 
 :func:`run_check` is the command-line job; :func:`check_backend` runs the checks on one
-backend object. Printing the results and writing the trace are :mod:`eventapi._report`'s.
+backend object. Printing the results and writing the trace are :mod:`eventapi._cli._report`'s.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO, final
 
-from ._errors import EventApiError
-from ._fence import EventFence
-from ._profiler import EventProfiler, Span
-from ._protocol import EventApi, SupportsEventQuery, SupportsHostFunc
+from .._errors import EventApiError
+from .._fence import EventFence
+from .._profiling._profiler import EventProfiler, Span
+from .._protocol import EventApi, SupportsEventQuery, SupportsHostFunc
 from ._report import report
 
 __all__ = [
@@ -410,7 +410,7 @@ def run_check(
     cannot be loaded is a failed ``load`` row. Exit status 1 when any check failed (or nothing
     could be checked), else 0.
     """
-    from . import backend, backends
+    from .. import backend, backends
 
     reports: list[BackendReport] = []
     chosen = list(names) if names else [info.name for info in backends() if info.usable]

@@ -1,0 +1,13 @@
+"""Backends as plugins: the contract a distribution implements, and finding and choosing one.
+
+:mod:`._spec` is the plugin contract (the hook, :class:`~eventapi.BackendSpec`,
+:class:`~eventapi.BackendInfo`, ``PLUGIN_API``); :mod:`._discovery` finds the installed plugins
+through their entry points, runs each one's hook and probe contained, and lists them
+(:func:`eventapi.backends`); :mod:`._quarantine` remembers a plugin that crashed the process
+while it was probed; :mod:`._selection` turns a name (or ``EVENTAPI_BACKEND``, or nothing) into
+one cached backend object per device (:func:`eventapi.backend`); :mod:`._host` registers the
+embedded ``host`` backend through the same hook as any plugin.
+
+Nothing here imports a driver binding or the handle layer; a backend is imported by its
+``load``.
+"""
