@@ -51,6 +51,7 @@ from typing import Any, Final
 
 import eventapi
 from eventapi import EventFence, EventProfiler, SupportsEventQuery
+from eventapi.driverkit import DriverBackend, release_spare_events
 
 MAX_TRACED_GROWTH: Final = 1 << 20  # 1 MiB
 MAX_RSS_STEP: Final = 8 << 20  # 8 MiB per fifth of the run, in both halves
@@ -329,9 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     soak.drain()
     # A driverkit backend keeps closed fences' driver events for reuse (at most SPARE_EVENTS,
     # a bounded number the samples see as flat): let them go before the end count.
-    release = getattr(api, "release_spare_events", None)
-    if callable(release):
-        release()
+    if isinstance(api, DriverBackend):
+        release_spare_events(api)
     end_live, end_driver = live_counts(api), emulated_counts()
     elapsed = time.monotonic() - (soak.deadline - args.seconds)
 

@@ -27,6 +27,7 @@ version, faults).
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import subprocess
 import sys
@@ -185,12 +186,11 @@ class EmulatedDriver:
         A stream destroyed with work still queued stops counting at once, as its handle is
         invalid at once (its worker drains the queue in the background). Unless ``spares``,
         every backend object of this driver first destroys the driver events it keeps from
-        closed fences (``DriverBackend.release_spare_events``), so that the count is what the
-        program holds.
+        closed fences (``eventapi.driverkit.release_spare_events``), so that the count is what
+        the program holds.
         """
-        driverkit = sys.modules.get("eventapi.driverkit")  # None: no backend object was built
-        if not spares and driverkit is not None:
-            driverkit.release_spare_events(self.name)
+        if not spares:
+            release_spares(self.name)
         lib = self._lib
         return EmulatedHandles(
             events=int(lib.emu_live_events()),
@@ -272,3 +272,15 @@ class EmulatedDriver:
 
     def __repr__(self) -> str:
         return f"<EmulatedDriver {self.name} {self.path}>"
+
+
+def release_spares(backend: str) -> None:
+    """Every live driverkit backend object named ``backend`` destroys its spare fence events."""
+    kit = sys.modules.get("eventapi.driverkit._backend")  # None: no backend object was built
+    if kit is None:
+        return
+    from eventapi.driverkit import release_spare_events
+
+    for obj in gc.get_objects():
+        if isinstance(obj, kit.DriverBackend) and backend == obj.BACKEND:
+            release_spare_events(obj)

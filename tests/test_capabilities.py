@@ -1,8 +1,8 @@
-"""Optional capabilities are detected per backend object, and a non-backend is refused clearly.
+"""Optional capabilities are detected by one rule, per backend class, and a non-backend is refused.
 
-The fence and the profiler decide once per object of a class which optional capabilities it
-has; an object that switches one off for itself (``self.event_query = None``) must get its own
-answer, whichever object of its class came first.
+The fence, the profiler, the conformance kit and ``eventapi check`` all ask ``isinstance`` against
+the runtime-checkable protocol, once per backend class: a class that lacks a capability's method
+lacks the capability for every object of it, whichever object came first.
 """
 
 from __future__ import annotations
@@ -17,24 +17,13 @@ from eventapi.driverkit import Stream
 from eventapi.host import HostBackend
 
 
-class Switchable:
-    """The protocol and both checks over a host backend; an object may switch either off."""
+class Plain:
+    """The protocol alone over a host backend: no optional capability at all."""
 
-    BACKEND = "switchable"
+    BACKEND = "plain"
 
-    def __init__(self, inner: HostBackend, *, query: bool, capture: bool) -> None:
+    def __init__(self, inner: HostBackend) -> None:
         self.inner = inner
-        # Switched off on this object only, as a backend whose driver lacks a call would.
-        if not query:
-            self.__dict__["event_query"] = None
-        if not capture:
-            self.__dict__["stream_is_capturing"] = None
-
-    def event_query(self, event: Any) -> bool:
-        return self.inner.event_query(event)
-
-    def stream_is_capturing(self, stream: Any) -> bool:
-        return self.inner.stream_is_capturing(stream)
 
     def event_create(self) -> Any:
         return self.inner.event_create()
@@ -64,6 +53,20 @@ class Switchable:
         self.inner.stream_destroy(stream)
 
 
+class Querying(Plain):
+    """With ``event_query``."""
+
+    def event_query(self, event: Any) -> bool:
+        return self.inner.event_query(event)
+
+
+class Checking(Plain):
+    """With ``stream_is_capturing``."""
+
+    def stream_is_capturing(self, stream: Any) -> bool:
+        return self.inner.stream_is_capturing(stream)
+
+
 def _reached(api: Any, stream: Stream[Any]) -> bool | None:
     """What ``reached()`` says on a fence of ``api``; None when it lacks event_query."""
     with EventFence.record(api, stream) as fence:
@@ -74,39 +77,36 @@ def _reached(api: Any, stream: Stream[Any]) -> bool | None:
             return None
 
 
-@pytest.mark.parametrize("first", [True, False])
-def test_two_objects_of_one_class_keep_their_own_query(
-    host: HostBackend, host_stream: Stream[Any], first: bool
+@pytest.mark.parametrize("first", [Querying, Plain])
+def test_each_class_has_its_own_query_whichever_came_first(
+    host: HostBackend, host_stream: Stream[Any], first: type[Plain]
 ) -> None:
-    one = Switchable(host, query=first, capture=True)
-    other = Switchable(host, query=not first, capture=True)
+    second = Plain if first is Querying else Querying
     for _ in range(2):  # a second round is answered from what the first one learned
-        assert _reached(one, host_stream) is (True if first else None)
-        assert _reached(other, host_stream) is (None if first else True)
+        for kind in (first, second):
+            assert _reached(kind(host), host_stream) is (True if kind is Querying else None)
 
 
-@pytest.mark.parametrize("first", [True, False])
-def test_two_objects_of_one_class_keep_their_own_capture_check(
-    host: HostBackend, host_stream: Stream[Any], first: bool
+@pytest.mark.parametrize("kind", [Checking, Plain])
+def test_a_profiler_screens_for_a_capture_only_with_the_capture_check(
+    host: HostBackend, host_stream: Stream[Any], kind: type[Plain]
 ) -> None:
-    one = Switchable(host, query=True, capture=first)
-    other = Switchable(host, query=True, capture=not first)
-    for api, checks in ((one, first), (other, not first)):
-        prof = EventProfiler(api, host_stream)
-        host.begin_capture(host_stream)
-        try:
-            with prof.window("w"):
-                pass
-        finally:
-            host.end_capture(host_stream)
-        # A profiler that can check skips the window; one that cannot records it into the
-        # capture, and reading it back then fails.
-        assert prof.skipped == (1 if checks else 0)
-        if checks:
+    checks = kind is Checking
+    prof = EventProfiler(kind(host), host_stream)
+    host.begin_capture(host_stream)
+    try:
+        with prof.window("w"):
+            pass
+    finally:
+        host.end_capture(host_stream)
+    # A profiler that can check skips the window; one that cannot records it into the
+    # capture, and reading it back then fails.
+    assert prof.skipped == (1 if checks else 0)
+    if checks:
+        prof.close()
+    else:
+        with pytest.raises(DriverError, match="CAPTURED_EVENT"):
             prof.close()
-        else:
-            with pytest.raises(DriverError, match="CAPTURED_EVENT"):
-                prof.close()
 
 
 @pytest.mark.parametrize("not_a_backend", [None, 42, "cuda", object()])

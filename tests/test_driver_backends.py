@@ -27,7 +27,7 @@ from threads import JOIN_S, Waiter, release_and_join
 
 import eventapi
 from eventapi import CaptureError, DriverError, EventFence, EventProfiler, EventStateError
-from eventapi.driverkit import DriverBackend, Stream
+from eventapi.driverkit import DriverBackend, Stream, release_spare_events
 from eventapi.driverkit._calls import pending_host_funcs
 
 if TYPE_CHECKING:
@@ -403,7 +403,7 @@ def test_a_closed_fences_driver_event_serves_the_next_fence(
         fence.close()
     assert emu.live_handles(spares=True).events == base + api.SPARE_EVENTS
     destroys = emu.calls(spelled.name("EventDestroy"))
-    api.release_spare_events()
+    release_spare_events(api)
     assert emu.calls(spelled.name("EventDestroy")) == destroys + api.SPARE_EVENTS
     assert emu.live_handles(spares=True).events == base
 
@@ -661,34 +661,28 @@ def test_a_batch_of_readings_is_what_one_reading_at_a_time_returns(
 ) -> None:
     # A collect reads every window through the backend's batched call; it must agree with
     # the single reading, clamp as it does, and fail as it does.
-    pin = api.pin()
-    try:
-        target = pin.hold_stream(stream)
-        events = [pin.event_create() for _ in range(5)]
-        for event in events:
-            pin.event_record(event, target)
-        pin.event_wait(events[-1])
-        starts, ends, later = events[:2], events[2:4], events[4]
-        one_by_one = (
-            [pin.event_elapsed(start, end) for start, end in zip(starts, ends, strict=True)],
-            [pin.event_elapsed(start, later) for start in starts],
-        )
-        call = spelled.name("EventElapsedTime")
-        calls = emu.calls(call)
-        assert pin.read_windows(starts, ends, later) == one_by_one
-        assert emu.calls(call) - calls == 4  # one driver call per reading, no more
+    events = [api.event_create() for _ in range(5)]
+    for event in events:
+        api.event_record(event, stream)
+    api.event_wait(events[-1])
+    starts, ends = events[:2] + events[:2], events[2:4] + [events[4]] * 2
+    one_by_one = [api.event_elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
+    call = spelled.name("EventElapsedTime")
+    calls = emu.calls(call)
+    assert api.event_elapsed_many(starts, ends) == one_by_one
+    assert emu.calls(call) - calls == 4  # one driver call per reading, no more
 
-        emu.set_negative_elapsed(1)  # as some drivers read events stamped together
-        durations, befores = pin.read_windows(starts, ends, later)
-        assert (durations[0], durations[1:], befores) == (0, one_by_one[0][1:], one_by_one[1])
+    emu.set_negative_elapsed(1)  # as some drivers read events stamped together
+    readings = api.event_elapsed_many(starts, ends)
+    assert (readings[0], readings[1:]) == (0, one_by_one[1:])
 
-        emu.inject_fault(call, code=400)
-        with pytest.raises(DriverError) as caught:
-            pin.read_windows(starts, ends, later)
-        assert (caught.value.call, caught.value.code) == (call, 400)
-        assert pin.read_windows(starts, ends, later) == one_by_one  # nothing stuck
-    finally:
-        pin.close()
+    emu.inject_fault(call, code=400)
+    with pytest.raises(DriverError) as caught:
+        api.event_elapsed_many(starts, ends)
+    assert (caught.value.call, caught.value.code) == (call, 400)
+    assert api.event_elapsed_many(starts, ends) == one_by_one  # nothing stuck
+    for event in events:
+        api.event_destroy(event)
 
 
 def test_error_names_are_asked_of_the_driver_once_per_code(

@@ -518,169 +518,121 @@ def test_a_sibling_devices_event_is_used_only_where_the_driver_allows() -> None:
     assert zero.live_handles() == one.live_handles() == (0, 0)
 
 
-# -- what the compatibility policy keeps working for a while --------------------------------------
+# -- the fast path (SupportsFastPath): the object's own handles, checked once -------------------
 
 
-def test_a_subclass_written_for_the_old_base_is_warned_that_it_lost_a_capability() -> None:
-    with pytest.warns(DeprecationWarning, match="add eventapi.driverkit.HostFuncMixin"):
-
-        class Old(RequiredOnly):  # type: ignore[misc]
-            def _raw_launch_host_func(self, stream: int, fn: Callable[[], object]) -> None:
-                fn()
-
-    assert not isinstance(Old(), SupportsHostFunc)
-
-
-# -- Pin: an owner's handles, held once --------------------------------------------------------
-
-
-def test_a_pin_records_its_own_handles_and_refuses_every_other(api: GatedBackend) -> None:
-    pin, other = api.pin(), api.pin()
-    stream = pin.hold_stream(api.stream_create_non_blocking())
-    unheld = api.stream_create_non_blocking()
-    event, theirs, plain = pin.event_create(), other.event_create(), api.event_create()
-    pin.event_record(event, stream)
+def test_the_fast_path_takes_the_objects_own_handles_and_refuses_every_other(
+    api: GatedBackend,
+) -> None:
+    other = GatedBackend()
+    stream = api.stream_create_non_blocking()
+    theirs_stream = other.stream_create_non_blocking()
+    event, theirs, fresh = api.event_create(), other.event_create(), api.event_create()
+    assert api.event_record_unless_capturing(event, stream) is True
     assert event.recorded
     assert api.raw_calls("event_record") == [(event._raw, stream.raw)]
+    other.event_record(theirs, theirs_stream)
 
-    for bad_event, bad_stream in ((theirs, stream), (plain, stream), (event, unheld)):
-        with pytest.raises(EventStateError, match="does not hold"):
-            pin.event_record(bad_event, bad_stream)
-    with pytest.raises(EventStateError, match="does not hold"):
-        pin.event_elapsed(event, theirs)
-    never = pin.event_create()
-    for start, end, later in ((event, event, theirs), (event, never, event), (plain, event, event)):
+    for bad_event, bad_stream in ((theirs, stream), (event, theirs_stream), (event, 7)):
+        with pytest.raises(EventStateError, match=r"not (an event|a stream) of this"):
+            api.event_record_unless_capturing(bad_event, bad_stream)  # type: ignore[arg-type]
+    with pytest.raises(EventStateError, match="not a stream of this"):
+        api.event_record_new(theirs_stream)
+    for starts, ends in (([event], [theirs]), ([fresh], [event]), ([event, theirs], [event] * 2)):
         with pytest.raises(EventStateError):
-            pin.read_windows([event, start], [event, end], later)
+            api.event_elapsed_many(starts, ends)
     with pytest.raises(ValueError, match="2 starts but 1 ends"):
-        pin.read_windows([event, event], [event], event)
+        api.event_elapsed_many([event, event], [event])
     assert len(api.raw_calls("event_record")) == 1  # none of the refused reached the driver
     assert api.raw_calls("event_elapsed") == []
-    assert pin.event_elapsed(event, event) == 0  # a negative reading clamped, as elsewhere
-    assert pin.read_windows([event, event], [event, event], event) == ([0, 0], [0, 0])
-    assert pin.read_windows([], [], event) == ([], [])
-    # Each start's reading pairs with its own end, then with `later`, in the order given
-    # (this backend reads end - start - 10; handles are numbered in creation order).
-    early = pin.event_create()
+    assert api.event_elapsed_many([event], [event]) == [0]  # negative readings clamped
+    assert api.event_elapsed_many([], []) == []
+    # Each start's reading pairs with its own end, in the order given (this backend reads
+    # end - start - 10; handles are numbered in creation order).
+    early = api.event_create()
     spacers = [api.event_create() for _ in range(20)]
-    late = pin.event_create()
-    spacers += [api.event_create() for _ in range(20)]
-    later = pin.event_create()
-    for held in (early, late, later):
-        pin.event_record(held, stream)
-    assert pin.read_windows([early, event], [late, late], later) == (
-        [late._raw - early._raw - 10, late._raw - event._raw - 10],
-        [later._raw - early._raw - 10, later._raw - event._raw - 10],
-    )
-    assert api.raw_calls("event_elapsed")[-4:] == [
-        (early._raw, late._raw),
-        (event._raw, late._raw),
-        (early._raw, later._raw),
-        (event._raw, later._raw),
+    late = api.event_create()
+    for held in (early, late):
+        api.event_record(held, stream)
+    assert api.event_elapsed_many([early, event], [late, late]) == [
+        late._raw - early._raw - 10,
+        late._raw - event._raw - 10,
     ]
-    for spacer in spacers:
-        api.event_destroy(spacer)
-
-    other.close()
-    pin.close()
-    pin.close()  # idempotent
-    assert pin.closed
-    with pytest.raises(EventStateError, match="closed"):
-        pin.event_create()
-    with pytest.raises(EventStateError, match="closed"):
-        pin.event_record(event, stream)
-    api.event_destroy(plain)
-    api.stream_destroy(unheld)
+    assert api.raw_calls("event_elapsed")[-2:] == [(early._raw, late._raw), (event._raw, late._raw)]
+    # The same readings as the plain call makes, one pair at a time.
+    assert [api.event_elapsed(early, late), api.event_elapsed(event, late)] == (
+        api.event_elapsed_many([early, event], [late, late])
+    )
+    for handle in (*spacers, early, late, event, fresh):
+        api.event_destroy(handle)
+    other.event_destroy(theirs)
+    other.stream_destroy(theirs_stream)
     api.stream_destroy(stream)
-    assert api.live_handles() == (0, 0)
+    assert other.live_handles() == (0, 0)
 
 
-def test_a_held_handle_destroyed_elsewhere_is_refused_and_destroyed_when_let_go(
-    api: GatedBackend,
-) -> None:
-    pin = api.pin()
-    stream = pin.hold_stream(api.stream_create_non_blocking())
-    event = pin.event_create()
+def test_the_fast_path_refuses_destroyed_handles_before_the_driver(api: GatedBackend) -> None:
+    stream = api.stream_create_non_blocking()
+    event = recorded(api, stream)
     api.event_destroy(event)
+    with pytest.raises(EventStateError, match="already destroyed"):
+        api.event_record_unless_capturing(event, stream)
+    with pytest.raises(EventStateError, match="already destroyed"):
+        api.event_elapsed_many([event], [event])
     api.stream_destroy(stream)
-    assert event.closed
-    assert stream.closed
-    assert api.raw_calls("event_destroy") == api.raw_calls("stream_destroy") == []
-    assert api.live_handles() == (1, 1)  # counted until the driver releases them
-    with pytest.raises(EventStateError, match="already destroyed"):
-        pin.event_record(event, stream)
-    with pytest.raises(EventStateError, match="already destroyed"):
-        pin.stream_is_capturing(stream)
-    assert api.raw_calls("event_record") == api.raw_calls("stream_is_capturing") == []
-
-    pin.close()
-    assert api.raw_calls("event_destroy") == [(event._raw,)]
-    assert api.raw_calls("stream_destroy") == [(stream.raw,)]
-    assert api.live_handles() == (0, 0)
+    live = api.event_create()
+    for call in (
+        lambda: api.event_record_unless_capturing(live, stream),
+        lambda: api.event_record_new(stream),
+        lambda: api.adopt_stream(stream),
+    ):
+        with pytest.raises(EventStateError, match="already destroyed"):
+            call()
+    assert len(api.raw_calls("event_record")) == 1  # the one record made before the destroys
+    assert api.raw_calls("stream_is_capturing") == []
+    api.event_destroy(live)
 
 
-def test_a_pin_closed_during_a_wait_destroys_the_event_when_the_wait_returns(
+def test_a_record_waits_for_nothing_and_a_destroy_meanwhile_waits_for_it(
     api: GatedBackend,
 ) -> None:
-    pin = api.pin()
-    stream = pin.hold_stream(api.stream_create_non_blocking())
-    event = pin.event_create()
-    pin.event_record(event, stream)
-    entered, release = api.gate("event_wait")
-    waiter = Waiter(lambda: pin.event_wait(event))
+    # The fused record holds the object's lock across the driver call instead of counting the
+    # handles in and out: a destroy from another thread meanwhile takes effect after it.
+    stream = api.stream_create_non_blocking()
+    event = api.event_create()
+    entered, release = api.gate("event_record")
+    recorder = Waiter(lambda: api.event_record_unless_capturing(event, stream))
     assert entered.wait(JOIN_S)
-
-    pin.close()  # returns at once; the waiter still uses the event
-    assert api.raw_calls("event_destroy") == []
-    release_and_join(release, [waiter])
-    waiter.result()
-
+    destroyer = Waiter(lambda: api.event_destroy(event))
+    # A negative check, so bounded by time: a destroy that did not wait would return at once.
+    destroyer.thread.join(0.2)
+    assert destroyer.thread.is_alive()
+    assert api.raw_calls("event_destroy") == []  # not under the record
+    release_and_join(release, [recorder, destroyer])
+    assert recorder.value is True
     assert api.raw_calls("event_destroy") == [(event._raw,)]
     api.stream_destroy(stream)
 
 
-def test_a_pins_events_are_destroyed_one_by_one_or_at_close(api: GatedBackend) -> None:
-    pin = api.pin()
-    first, second = pin.event_create(), pin.event_create()
-    pin.event_destroy(first)
-    assert api.raw_calls("event_destroy") == [(first._raw,)]
-    with pytest.raises(EventStateError, match="already destroyed"):
-        pin.event_destroy(first)
-    pin.close()
-    assert api.raw_calls("event_destroy") == [(first._raw,), (second._raw,)]
-
-
-def test_a_dropped_pin_lets_its_handles_go(api: GatedBackend) -> None:
-    pin = api.pin()
-    stream = pin.hold_stream(api.stream_create_non_blocking())
-    pin.event_create()
-    api.stream_destroy(stream)  # deferred: the pin holds it
-    del pin
-    gc.collect()
-    assert api.live_handles() == (0, 0)
-    assert api.raw_calls("stream_destroy") == [(stream.raw,)]
-
-
-def test_a_pin_records_unless_the_stream_is_capturing() -> None:
+def test_the_fast_path_records_unless_the_stream_is_capturing() -> None:
     from eventapi.host import HostBackend
 
     host = HostBackend()
-    pin = host.pin()
-    stream = pin.hold_stream(host.stream_create_non_blocking())
-    event = pin.event_create()
+    stream = host.stream_create_non_blocking()
+    event = host.event_create()
     host.begin_capture(stream)
-    assert pin.event_record_unless_capturing(event, stream) is False
+    assert host.event_record_unless_capturing(event, stream) is False
     assert not event.recorded  # nothing was recorded into the capture
-    assert host.record_new_event(stream) is None
-    assert host.live_handles().events == 1  # record_new_event created nothing
+    assert host.event_record_new(stream) is None
+    assert host.live_handles().events == 1  # event_record_new created nothing
     host.end_capture(stream)
-    assert pin.event_record_unless_capturing(event, stream) is True
-    pin.event_wait(event)
-    fresh = host.record_new_event(stream)
+    assert host.event_record_unless_capturing(event, stream) is True
+    host.event_wait(event)
+    fresh = host.event_record_new(stream)
     assert fresh is not None
     assert fresh.recorded
     host.event_destroy(fresh)
-    pin.close()
+    host.event_destroy(event)
     host.stream_destroy(stream)
     assert host.live_handles() == (0, 0)
 

@@ -876,6 +876,7 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
     code = f"""
         import ctypes, json, eventapi
         from eventapi import EventFence, EventProfiler
+        from eventapi.driverkit import release_spare_events
         api = eventapi.backend({name!r})
         ran = []
         for _ in range(50):
@@ -891,7 +892,7 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
         lib = ctypes.CDLL({str(emulated_libs[name].path)!r})
         lib.emu_live_events.restype = lib.emu_live_streams.restype = ctypes.c_long
         driver = [lib.emu_live_events(), lib.emu_live_streams()]
-        api.release_spare_events()
+        release_spare_events(api)
         released = [lib.emu_live_events(), lib.emu_live_streams()]
         print(json.dumps([len(ran), len(spans), list(api.live_handles()), driver, released]))
     """

@@ -169,6 +169,7 @@ def test_a_driver_initialized_before_fork_is_refused_in_the_child(kind: DriverNa
         _FORK_HARNESS
         + f"""
 from emulated_driver import load
+from eventapi.driverkit import release_spare_events
 
 emu = load({kind!r})
 api = eventapi.backend({kind!r})
@@ -195,7 +196,7 @@ def child():
     destroys = emu.calls({destroy!r})
     del event, stream
     gc.collect()
-    api.release_spare_events()
+    release_spare_events(api)
     assert emu.calls({destroy!r}) == destroys, "a parent's handle reached the driver"
 
 
@@ -226,7 +227,8 @@ def test_handles_collected_with_their_backend_in_a_cycle_go_before_its_context(
         import gc, logging, sys, threading
         import eventapi
         from emulated_driver import load
-
+        from eventapi.driverkit import release_spare_events
+        
         logging.basicConfig(stream=sys.stdout, format="LOG %(message)s")
         emu = load({kind!r})
         if {kind!r} == "cuda":
@@ -268,6 +270,7 @@ def test_a_sticky_device_fault_is_reported_once_and_then_fails_fast(kind: Driver
         import gc, logging, sys
         import eventapi
         from emulated_driver import load
+        from eventapi.driverkit import release_spare_events
 
         logging.basicConfig(stream=sys.stdout, format="LOG %(message)s")
         emu = load({kind!r})
@@ -297,7 +300,7 @@ def test_a_sticky_device_fault_is_reported_once_and_then_fails_fast(kind: Driver
         del events
         gc.collect()
         api.stream_destroy(stream)
-        api.release_spare_events()
+        release_spare_events(api)
         print("destroys reaching the driver", emu.calls({destroy!r}) - destroys)
         print("live", tuple(api.live_handles()))
         """,

@@ -27,6 +27,7 @@ PUBLIC = {
     "SupportsEventQuery",
     "SupportsCaptureCheck",
     "SupportsHostFunc",
+    "SupportsFastPath",
     "EventFence",
     "EventProfiler",
     "Window",

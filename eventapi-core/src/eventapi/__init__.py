@@ -34,7 +34,13 @@ if TYPE_CHECKING:
     from ._plugins._spec import PLUGIN_API, BackendInfo, BackendSpec, hookimpl, hookspec
     from ._profiling._anchor import Anchor
     from ._profiling._profiler import EventProfiler, Span, Stats, Window
-    from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
+    from ._protocol import (
+        EventApi,
+        SupportsCaptureCheck,
+        SupportsEventQuery,
+        SupportsFastPath,
+        SupportsHostFunc,
+    )
 else:
     # Hidden from type checkers, which see the imports above: to them a name not in that list
     # is an error, as it is at run time.
@@ -72,6 +78,7 @@ __all__ = [
     "Stats",
     "SupportsCaptureCheck",
     "SupportsEventQuery",
+    "SupportsFastPath",
     "SupportsHostFunc",
     "UnsupportedError",
     "Window",
@@ -106,6 +113,7 @@ _WHERE = {
     "Stats": "_profiling._profiler",
     "SupportsCaptureCheck": "_protocol",
     "SupportsEventQuery": "_protocol",
+    "SupportsFastPath": "_protocol",
     "SupportsHostFunc": "_protocol",
     "UnsupportedError": "_errors",
     "Window": "_profiling._profiler",

@@ -4,7 +4,8 @@ A fence is created and recorded in one call, waited on from any number of thread
 device-side dependency of another stream, and closed once. It works over any
 :class:`~eventapi.EventApi`, not only the backends built on :mod:`eventapi.driverkit`, so it keeps
 its own count of calls in flight: a ``close()`` that arrives while another thread waits defers
-the destroy to the last call out, and never pulls the event from under a waiter.
+the destroy to the last call out, and never pulls the event from under a waiter. A backend with
+:class:`~eventapi.SupportsFastPath` creates and records a fence's event in one call.
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Generic, NoReturn, TypeVar, cast, final
 
-from ._capabilities import capabilities_of
 from ._errors import CaptureError, EventStateError, UnsupportedError
 from ._gil import release_gil
-from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery
+from ._protocol import (
+    EventApi,
+    SupportsCaptureCheck,
+    SupportsEventQuery,
+    SupportsFastPath,
+    capabilities_of,
+)
 from ._single_owner import SingleOwner
 
 __all__ = ["EventFence"]
@@ -109,36 +115,25 @@ class EventFence(SingleOwner, Generic[E, S]):
         device still reads) are held until the fence is observed reached (a wait returned,
         :meth:`reached` said true) or closed, then dropped.
 
-        Raises :class:`TypeError` when ``api`` is not a backend object.
-        Raises :class:`~eventapi.CaptureError` when the backend can tell (it has
+        Raises :class:`TypeError` when ``api`` is not a backend object, and
+        :class:`~eventapi.EventStateError` for a stream the backend refuses (destroyed, or not
+        one it can use). Raises :class:`~eventapi.CaptureError` when the backend can tell (it has
         ``stream_is_capturing``) that ``stream`` is capturing a graph; nothing is created then.
         Raises the backend's :class:`~eventapi.DriverError` when creating or recording fails;
         an event created before a failed record is destroyed first (a failure of that destroy is
         logged), so nothing leaks.
         """
         held = tuple(keep_alive) or None  # before anything is created: it may raise
-        query, capture_check = capabilities_of(api, "EventFence.record")
-        record_new = _record_new_event(api)
-        if record_new is not None:
-            # A driverkit backend checks, creates and records in one call, with the stream
-            # resolved and held once: the same checks, a third of the bookkeeping.
-            new = record_new(stream)
-            if new is None:
-                _refuse_capturing(api, stream)
-            event = new
-        else:
-            if capture_check and cast("SupportsCaptureCheck[S]", api).stream_is_capturing(stream):
-                _refuse_capturing(api, stream)
-            event = api.event_create()
-            try:
-                api.event_record(event, stream)
-            except BaseException:
-                _destroy_logged(api, event, "after its record failed")
-                raise
+        capable = capabilities_of(api, "EventFence.record")
+        try:
+            event = _record_new(api, stream, capable.fast_path, capable.capture_check)
+        except EventStateError as exc:
+            # The backend names its own call; the user made this one.
+            raise EventStateError(f"EventFence.record(api, stream): {exc}") from exc
         fence: EventFence[E, S] = object.__new__(cls)
         fence._api = api
         fence._event = event
-        fence._query = cast("SupportsEventQuery[E]", api) if query else None
+        fence._query = cast("SupportsEventQuery[E]", api) if capable.event_query else None
         fence._keep_alive = held
         fence._lock = threading.Lock()
         fence._users = 0
@@ -457,23 +452,23 @@ class EventFence(SingleOwner, Generic[E, S]):
             delay = min(delay * 2, _POLL_MAX_S)
 
 
-# Backend classes -> whether they are driverkit backends (record_new_event): asked once per
-# class, since an isinstance against an abstract base costs about what the call saves.
-_driverkit_classes: dict[type, bool] = {}
-
-
-def _record_new_event(api: object) -> Callable[[Any], Any] | None:
-    """``api.record_new_event`` when ``api`` is a driverkit backend, else None."""
-    kind = type(api)
-    fused = _driverkit_classes.get(kind)
-    if fused is None:
-        # Without eventapi.driverkit imported no driverkit backend exists; the fence does not
-        # import it for a backend that does not use it.
-        driverkit = sys.modules.get("eventapi.driverkit")
-        fused = _driverkit_classes[kind] = driverkit is not None and issubclass(
-            kind, driverkit.DriverBackend
-        )
-    return api.record_new_event if fused else None  # type: ignore[attr-defined]
+def _record_new(api: EventApi[E, S], stream: S, fast_path: bool, capture_check: bool) -> E:
+    """A new event recorded into ``stream``, through the fast path where the backend has it."""
+    if fast_path:
+        fast = cast("SupportsFastPath[E, S]", api)
+        event = fast.event_record_new(fast.adopt_stream(stream))
+        if event is None:
+            _refuse_capturing(api, stream)
+        return event
+    if capture_check and cast("SupportsCaptureCheck[S]", api).stream_is_capturing(stream):
+        _refuse_capturing(api, stream)
+    event = api.event_create()
+    try:
+        api.event_record(event, stream)
+    except BaseException:
+        _destroy_logged(api, event, "after its record failed")
+        raise
+    return event
 
 
 def _refuse_capturing(api: EventApi[Any, Any], stream: object) -> NoReturn:

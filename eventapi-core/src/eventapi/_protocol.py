@@ -4,6 +4,12 @@ A backend is an object that satisfies :class:`EventApi` structurally; it does no
 it. Everything above these calls (a fence's lifetime, a profiling window, the anchor that places
 one on the host clock) is written once, in the classes that *hold* a backend.
 
+Optional capabilities are protocols of their own (:class:`SupportsEventQuery`,
+:class:`SupportsCaptureCheck`, :class:`SupportsHostFunc`, and :class:`SupportsFastPath` for the
+calls a fence and a profiler fuse). Which ones a backend has is decided by one rule everywhere
+(the fence, the profiler, the conformance kit, ``eventapi check``): ``isinstance`` against the
+runtime-checkable protocol, asked once per backend class by :func:`capabilities_of` and cached.
+
 The contract is deliberately only what :class:`~eventapi.EventFence` and
 :class:`~eventapi.EventProfiler` need. Memory, launches and module loading have their own seams;
 widening this protocol to cover them would make it the device API rather than the device's
@@ -12,16 +18,20 @@ event API.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Final, NamedTuple, Protocol, TypeVar, final, runtime_checkable
 
 __all__ = [
     "CAPABILITY_METHODS",
+    "FAST_PATH_METHODS",
     "PROTOCOL_METHODS",
+    "Capabilities",
     "EventApi",
     "SupportsCaptureCheck",
     "SupportsEventQuery",
+    "SupportsFastPath",
     "SupportsHostFunc",
+    "capabilities_of",
 ]
 
 E = TypeVar("E")
@@ -145,6 +155,54 @@ class SupportsHostFunc(Protocol[S_contra]):
         ...
 
 
+@runtime_checkable
+class SupportsFastPath(Protocol[E, S]):
+    """Optional capability: the calls a fence and a profiler make, each fused into one.
+
+    A fence records a new event into a stream; a profiling window records a pooled event unless
+    the stream is capturing; a profiler's collect reads many windows at once. A backend that can
+    do each in one call, cheaper than the plain calls it fuses, offers these four methods; the
+    core then uses them for every fence and window (:class:`~eventapi.EventFence`,
+    :class:`~eventapi.EventProfiler`), and the conformance kit requires the same readings, the
+    same errors and the same live handles through them as through the plain calls.
+
+    The fused calls take only the backend's own handle types: a stream passed in from elsewhere
+    (a framework's, a raw handle) is turned into one by :meth:`adopt_stream` first, once.
+    """
+
+    def adopt_stream(self, stream: object) -> S:
+        """The backend's own handle for ``stream``: itself for a stream of this backend, or a
+        non-owning wrapper of a stream this backend can use but did not create (never destroyed
+        by eventapi). Raises :class:`~eventapi.EventStateError` for anything else."""
+        ...
+
+    def event_record_new(self, stream: S) -> E | None:
+        """``event_create()`` and ``event_record(event, stream)`` in one call: a fence.
+
+        Returns None, creating nothing, when the backend can tell that ``stream`` is capturing a
+        graph (as ``stream_is_capturing`` would say). A failed record destroys the new event
+        before its :class:`~eventapi.DriverError` propagates. The event is released with
+        ``event_destroy``, as any other; the backend may keep its driver event for a later
+        ``event_record_new`` once it was seen reached.
+        """
+        ...
+
+    def event_record_unless_capturing(self, event: E, stream: S) -> bool:
+        """Unless ``stream`` is capturing a graph, ``event_record(event, stream)``: a window.
+
+        True when recorded; False, recording nothing, when the stream was capturing.
+        """
+        ...
+
+    def event_elapsed_many(self, starts: Sequence[E], ends: Sequence[E]) -> list[int]:
+        """``event_elapsed(starts[i], ends[i])`` for each ``i``, in order: a collect.
+
+        Every event is checked before any reading; the first failed reading's
+        :class:`~eventapi.DriverError` is raised (``not_ready`` for one not reached).
+        """
+        ...
+
+
 def _methods(protocol: type) -> tuple[str, ...]:
     members = vars(protocol).items()
     return tuple(name for name, member in members if not name.startswith("_") and callable(member))
@@ -159,3 +217,69 @@ CAPABILITY_METHODS: Final[tuple[str, ...]] = (
     *_methods(SupportsHostFunc),
 )
 """The methods of the optional capability protocols, read off them likewise."""
+
+FAST_PATH_METHODS: Final[tuple[str, ...]] = _methods(SupportsFastPath)
+"""The methods of :class:`SupportsFastPath`, read off it likewise."""
+
+
+@final
+class Capabilities(NamedTuple):
+    """Which optional capabilities a backend's class has, as ``isinstance`` answers."""
+
+    event_query: bool
+    capture_check: bool
+    host_func: bool
+    fast_path: bool
+
+
+# Backend classes -> their capabilities. Only grows, and only with classes, which live as long as
+# their module does anyway. Asked per class, not per object: an isinstance against a runtime
+# protocol reads every member each time, which would cost more than many of the calls it guards.
+_by_class: dict[type, Capabilities] = {}
+
+
+def capabilities_of(api: object, caller: str) -> Capabilities:
+    """The optional capabilities of the backend object ``api``'s class.
+
+    ``isinstance`` against each runtime-checkable protocol, asked of the first object of a class
+    and cached for the class. Raises :class:`TypeError` naming ``caller`` when ``api`` is not a
+    backend object (it lacks ``BACKEND`` or one of the protocol's methods), saying what to pass
+    instead. Thread-safe: a racing first call stores the same answer.
+    """
+    kind = type(api)
+    found = _by_class.get(kind)
+    if found is None:
+        _require_backend(api, caller)
+        found = _by_class[kind] = Capabilities(
+            event_query=isinstance(api, SupportsEventQuery),
+            capture_check=isinstance(api, SupportsCaptureCheck),
+            host_func=isinstance(api, SupportsHostFunc),
+            fast_path=isinstance(api, SupportsFastPath),
+        )
+    return found
+
+
+def _require_backend(api: object, caller: str) -> None:
+    missing = [name for name in ("BACKEND", *PROTOCOL_METHODS) if not _has(api, name)]
+    if missing:
+        raise TypeError(
+            f"{caller} needs a backend object (one that satisfies eventapi.EventApi, such as "
+            f"eventapi.backend() or eventapi.backend('host') returns), got "
+            f"{type(api).__qualname__} {_short_repr(api)}, which lacks {', '.join(missing)}"
+        )
+
+
+def _has(api: object, name: str) -> bool:
+    try:
+        member = getattr(api, name)
+    except Exception:  # a broken property or __getattr__ is as good as missing here
+        return False
+    return name == "BACKEND" or callable(member)
+
+
+def _short_repr(api: object) -> str:
+    try:
+        text = repr(api)
+    except Exception:
+        return "(unprintable)"
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -52,7 +52,7 @@ S_contra = TypeVar("S_contra", contravariant=True)
 
 
 class Recorder(Protocol[E_contra, S_contra]):
-    """What a sample needs: a backend object, or a driverkit ``Pin`` holding the handles."""
+    """What a sample needs of a backend object: a record and a wait."""
 
     def event_record(self, event: E_contra, stream: S_contra, /) -> None: ...
 

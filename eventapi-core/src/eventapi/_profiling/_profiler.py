@@ -22,11 +22,10 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar, final
+from typing import Any, Final, Generic, TypeVar, cast, final
 
-from .._capabilities import capabilities_of
 from .._errors import EventStateError
-from .._protocol import EventApi
+from .._protocol import EventApi, SupportsCaptureCheck, SupportsFastPath, capabilities_of
 from .._single_owner import SingleOwner
 from ._anchor import (
     ANCHOR_SAMPLES,
@@ -34,7 +33,6 @@ from ._anchor import (
     Anchor,
     Earlier,
     Placement,
-    Recorder,
     sample_anchor,
 )
 from ._nvtx import NvtxRanges, ranges_for
@@ -55,16 +53,6 @@ _CLOSED: Final = 1  # both recorded, waiting for collect()
 _DONE: Final = 2  # read back, skipped, abandoned or discarded: holds no event
 
 _labels = itertools.count()
-
-
-def _pin_of(api: object) -> Any:
-    """A driverkit ``Pin`` of ``api`` when it is a driverkit backend, else None."""
-    # Without eventapi.driverkit imported no driverkit backend exists, and the profiler does
-    # not import it for a backend that does not use it.
-    driverkit = sys.modules.get("eventapi.driverkit")
-    if driverkit is None or not isinstance(api, driverkit.DriverBackend):
-        return None
-    return api.pin()
 
 
 def _opened(window: Window[Any]) -> int:
@@ -205,17 +193,16 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_closed",
         "_earlier",
         "_elapsed",
+        "_fast",
         "_label",
         "_max_names",
         "_nvtx",
         "_open",
         "_owns_stream",
         "_pending",
-        "_pin",
         "_pool",
         "_read_windows",
         "_record_into",
-        "_recorder",
         "_screened",
         "_seq",
         "_sink",
@@ -238,7 +225,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         max_spans: int = 10_000,
         sink: Callable[[Span], object] | None = None,
     ) -> None:
-        capture = capabilities_of(api, "EventProfiler")[1]  # TypeError for a non-backend
+        capable = capabilities_of(api, "EventProfiler")  # TypeError for a non-backend
         if max_names < 0 or max_spans < 0:
             raise ValueError(
                 f"max_names and max_spans must be >= 0, got {max_names} and {max_spans}"
@@ -247,29 +234,25 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._api = api
         self._closed = True
         self._owns_stream = False
-        # The calls the hot path makes: through a driverkit Pin when the backend offers one
-        # (the profiler's events are its own and never handed out, so each call need not count
-        # itself in and out under the backend's lock), else the backend's own methods.
-        pin = _pin_of(api)
-        self._pin: Any = pin
-        recorder: Any = api if pin is None else pin
-        self._recorder: Recorder[E, Any] = recorder
-        self._record_into: Callable[[E, Any], None] = recorder.event_record
-        self._elapsed: Callable[[E, E], int] = recorder.event_elapsed
-        # Every window's two readings at collect, in one call where a pin offers it.
+        # The calls the hot path makes, bound once: the fused ones where the backend has
+        # SupportsFastPath (a window opens with one call, a collect reads in one), else the
+        # plain protocol calls.
+        fast = cast("SupportsFastPath[E, Any]", api) if capable.fast_path else None
+        self._fast: SupportsFastPath[E, Any] | None = fast
+        self._record_into: Callable[[E, Any], None] = api.event_record
+        self._elapsed: Callable[[E, E], int] = api.event_elapsed
         self._read_windows: Callable[[list[E], list[E], E], tuple[list[int], list[int]]] = (
-            self._read_apart if pin is None else pin.read_windows
+            self._read_apart if fast is None else self._read_fused
         )
         self._capture_check: Callable[[Any], bool] | None = (
-            recorder.stream_is_capturing if capture else None
+            cast("SupportsCaptureCheck[Any]", api).stream_is_capturing
+            if capable.capture_check
+            else None
         )
-        # With a pin, a window opens with the check and the record in one call.
         self._screened: Callable[[E, Any], bool] | None = (
-            pin.event_record_unless_capturing if pin is not None and capture else None
+            None if fast is None else fast.event_record_unless_capturing
         )
-        self._pool: EventPool[E] = EventPool(
-            recorder.event_create, recorder.event_destroy, api.BACKEND
-        )
+        self._pool: EventPool[E] = EventPool(api.event_create, api.event_destroy, api.BACKEND)
         self._open: list[Window[E]] = []
         self._pending: list[Window[E]] = []
         self._summaries: dict[str, DurationSummary] = {}
@@ -281,7 +264,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._anchor: Anchor | None = None
         self._anchor_event: E | None = None  # the latest anchor's event, kept out of the pool
         self._anchor_stream: S | None = None  # created at the first anchor
-        self._anchor_target: Any = None  # what the anchor records into: the stream, or its pin hold
+        self._anchor_target: Any = None  # what the anchor records into (see _target)
         # Earlier anchors, seen from the latest one, to measure the clock rate over.
         self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
         self._seq = 0
@@ -295,10 +278,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._owns_stream = True
         else:
             self._stream = stream
-        # What windows record into: the stream itself, or the pin's hold on it (resolved once,
-        # so a closed or foreign stream is refused here rather than at the first window).
+        # What windows record into: the stream itself, or with the fast path the backend's own
+        # handle for it (resolved once, so a foreign stream is refused here rather than at the
+        # first window, and a framework's stream is not adopted again at every window).
         try:
-            self._target = self._stream if pin is None else pin.hold_stream(self._stream)
+            self._target = self._stream if fast is None else fast.adopt_stream(self._stream)
+        except EventStateError as exc:
+            self._release_everything()
+            raise EventStateError(f"EventProfiler(api, stream): {exc}") from exc
         except BaseException:
             self._release_everything()
             raise
@@ -544,7 +531,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         # One stream, in order: reaching the last end means every earlier record was reached.
         # The anchor, on the profiler's own stream, is recorded only after this returns, so it
         # lies after every window and waits for nothing queued behind them.
-        self._recorder.event_wait(last_end)
+        self._api.event_wait(last_end)
         anchor, samples = self._take_anchor()
         try:
             reference = samples[0]
@@ -583,6 +570,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._keep_anchor(anchor, samples, earlier)
         self._finish(pending, spans)
         return spans
+
+    def _read_fused(self, starts: list[E], ends: list[E], later: E) -> tuple[list[int], list[int]]:
+        """Each window's duration, then how far its start lies before ``later``: one call."""
+        assert self._fast is not None  # bound only with the fast path
+        count = len(starts)
+        readings = self._fast.event_elapsed_many(starts + starts, ends + [later] * count)
+        return readings[:count], readings[count:]
 
     def _read_apart(self, starts: list[E], ends: list[E], later: E) -> tuple[list[int], list[int]]:
         """Each window's duration, then how far its start lies before ``later``."""
@@ -638,13 +632,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """Sample an anchor; returns it and the sample events, the anchor's own one first."""
         if self._anchor_stream is None:
             stream = self._anchor_stream = self._api.stream_create_non_blocking()
-            pin = self._pin
-            self._anchor_target = stream if pin is None else pin.hold_stream(stream)
+            fast = self._fast
+            self._anchor_target = stream if fast is None else fast.adopt_stream(stream)
         samples: list[E] = []
         try:
             for _ in range(ANCHOR_SAMPLES):
                 samples.append(self._pool.acquire())
-            anchor, best = sample_anchor(self._recorder, self._anchor_target, samples)
+            anchor, best = sample_anchor(self._api, self._anchor_target, samples)
         except BaseException:
             self._release_all(samples)
             raise
@@ -703,7 +697,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                     # its events are destroyed.
                     newest = self._open[-1]._start
                     assert newest is not None
-                    self._recorder.event_wait(newest)
+                    self._api.event_wait(newest)
             self._collect()
         finally:
             self._release_everything()
@@ -781,8 +775,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._pool.release(self._anchor_event)
             self._anchor_event = None
         self._pool.close()
-        if self._pin is not None:
-            self._pin.close()  # lets its streams go first, so that destroying them is not deferred
         streams = [self._anchor_stream] if self._anchor_stream is not None else []
         self._anchor_stream = None
         if self._owns_stream:

@@ -24,7 +24,11 @@ safe to call from Python:
 The optional capabilities are opt-in, one class each: a backend whose driver has the call adds
 :class:`EventQueryMixin`, :class:`CaptureCheckMixin` or :class:`HostFuncMixin` to its bases and
 spells that class's one ``_raw_*`` method. A backend without one does not have the method at
-all, so ``isinstance(backend, eventapi.SupportsHostFunc)`` stays truthful.
+all, so ``isinstance(backend, eventapi.SupportsHostFunc)`` stays truthful. Every
+:class:`DriverBackend` has :class:`eventapi.SupportsFastPath` (``adopt_stream``,
+``event_record_new``, ``event_record_unless_capturing``, ``event_elapsed_many``), spelled over
+the same raw calls: a fence costs a capture check, a record and a wait, a window one raw call
+to open, a collect one batch of readings.
 
 The ``_raw_*`` contract (what a subclass spells):
 
@@ -43,6 +47,12 @@ The ``_raw_*`` contract (what a subclass spells):
   the work still queued on the stream (the driver finishes it, then frees the stream), since it
   runs from finalizers and ``close()``. A raw destroy that fails must still leave nothing of the
   handle running: the base counts the handle gone either way and never passes it again.
+* ``_raw_event_create_into(store)`` and ``_raw_stream_create_into(store)`` (optional) create
+  and hand the raw handle to ``store``, a callable that runs no Python bytecode (the handle
+  slot's own setter): a compiled create calls it from C right after the driver returns, so no
+  signal handler runs between the driver's create and the wrapper owning the handle, and an
+  interrupt cannot leak it. The defaults call ``_raw_event_create`` and
+  ``_raw_stream_create_non_blocking`` and store what they return.
 * ``_raw_event_elapsed_ns`` returns the driver's reading unclamped; the base clamps.
   ``_raw_event_elapsed_ns_many`` (optional) makes many readings in one call, for a profiler's
   collect; the default calls ``_raw_event_elapsed_ns`` for each, and a backend overrides it
@@ -99,7 +109,6 @@ if TYPE_CHECKING:
     )
     from ._calls import DriverCalls, foreign_stream_handle, launch_host_func, ms_to_ns
     from ._handles import Event, LiveHandles, Stream
-    from ._pin import Pin
     from .probe import c_int_out, open_driver_library
 else:
 
@@ -124,7 +133,6 @@ __all__ = [
     "EventQueryMixin",
     "HostFuncMixin",
     "LiveHandles",
-    "Pin",
     "Stream",
     "c_int_out",
     "foreign_stream_handle",
@@ -143,7 +151,6 @@ _WHERE = {
     "EventQueryMixin": "_backend",
     "HostFuncMixin": "_backend",
     "LiveHandles": "_handles",
-    "Pin": "_pin",
     "Stream": "_handles",
     "c_int_out": "probe",
     "foreign_stream_handle": "_calls",

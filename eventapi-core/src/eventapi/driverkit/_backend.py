@@ -2,8 +2,7 @@
 capability classes.
 
 Part of :mod:`eventapi.driverkit`, which users import these from and whose docstring states the
-contract a subclass follows; its handles are in :mod:`eventapi.driverkit._handles` and the pin its
-owners hold them with in :mod:`eventapi.driverkit._pin`.
+contract a subclass follows; its handles are in :mod:`eventapi.driverkit._handles`.
 """
 
 from __future__ import annotations
@@ -12,20 +11,24 @@ import logging
 import os
 import sys
 import threading
-import warnings
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn
 
 from .._errors import CaptureError, DriverError, EventStateError
 from ._handles import NO_RAW as _NO_RAW
-from ._handles import RE, RS, Event, LiveHandles, Stream, _Handle
+from ._handles import RE, RS, Event, LiveHandles, Stream, _Handle, raw_store
 
 if TYPE_CHECKING:
-    from .._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
-    from ._pin import Pin
+    from .._protocol import (
+        EventApi,
+        SupportsCaptureCheck,
+        SupportsEventQuery,
+        SupportsFastPath,
+        SupportsHostFunc,
+    )
 
 __all__ = [
     "CaptureCheckMixin",
@@ -37,13 +40,6 @@ __all__ = [
 
 _log = logging.getLogger("eventapi")
 
-
-# Each capability's raw call -> the public method it backs and the class that adds both.
-_CAPABILITY_RAW_CALLS: Final = {
-    "_raw_event_query": ("event_query", "EventQueryMixin"),
-    "_raw_stream_is_capturing": ("stream_is_capturing", "CaptureCheckMixin"),
-    "_raw_launch_host_func": ("stream_launch_host_func", "HostFuncMixin"),
-}
 
 # Every DriverBackend object alive, so that a forked child can mark the parent's unusable.
 _backends: weakref.WeakSet[DriverBackend[Any, Any]] = weakref.WeakSet()
@@ -60,20 +56,22 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def release_spare_events(backend: str | None = None) -> None:
-    """Every live driverkit backend object (of ``backend``, a name, or all) releases its spares.
+def release_spare_events(backend: DriverBackend[Any, Any]) -> None:
+    """Destroy the driver events of closed fences that ``backend`` keeps for its next fences.
 
-    See :attr:`DriverBackend.SPARE_EVENTS`: the driver events of closed fences that an object
-    keeps for the next fences. For a test suite that counts the driver's own handles (the
-    objects ``eventapi.backend()`` returns live for the process): call it before counting.
-    Failures are logged on the ``eventapi`` logger.
+    See :attr:`DriverBackend.SPARE_EVENTS`. Never needed for correctness: the spares are
+    destroyed when the object is garbage-collected, and the driver frees them at exit. For a test
+    suite that compares the driver's own handle count with what the program holds (the objects
+    ``eventapi.backend()`` returns live for the process): call it before counting. A destroy the
+    driver refuses is logged on the ``eventapi`` logger and the others go on; once the device
+    context is lost none is attempted (logged once). Raises :class:`TypeError` for an object
+    that is not a :class:`DriverBackend`, and what preparing the thread for driver calls raises.
     """
-    for obj in list(_backends):
-        if backend is None or backend == obj.BACKEND:
-            try:
-                obj.release_spare_events()
-            except Exception:
-                _log.warning("%s: releasing spare events failed", obj.BACKEND, exc_info=True)
+    if not isinstance(backend, DriverBackend):
+        raise TypeError(
+            f"release_spare_events needs a driverkit backend object, got {type(backend).__name__}"
+        )
+    backend._release_spares()
 
 
 class DriverBackend(ABC, Generic[RE, RS]):
@@ -98,34 +96,19 @@ class DriverBackend(ABC, Generic[RE, RS]):
     SPARE_EVENTS: ClassVar[int] = 0
     """How many driver events of closed fences an object keeps for the next fences (0: none).
 
-    A fence's event (made by ``record_new_event``) whose latest record was seen reached (a
+    A fence's event (made by :meth:`event_record_new`) whose latest record was seen reached (a
     wait returned, a query said so) hands its driver event, when it is destroyed (or, while a
     call uses it, when that call leaves), to the object's spare list instead of the driver,
-    up to this many; the next ``record_new_event`` records a spare instead of creating an
+    up to this many; the next :meth:`event_record_new` records a spare instead of creating an
     event. A fence then costs a capture check, a record and a wait, not also a create, a
     destroy and the context or device check before a create. An event closed before it was
     seen reached goes back to the driver: HIP leaves re-recording an event whose record is
     outstanding undefined. The wrapper is closed either way and refused from then on, and
     ``live_handles()`` counts it gone; only the driver's own count includes the spares.
-    ``release_spare_events()`` destroys them, as garbage-collecting the object does. A
+    :func:`release_spare_events` destroys them, as garbage-collecting the object does. A
     backend opts in by setting it (cuda and hip: 16); events its users create with
     ``event_create()`` are never kept.
     """
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # Before 0.2, DriverBackend gave every subclass all three capabilities. A subclass
-        # written then spells their raw calls but lacks the class that now adds each one, and
-        # would silently lose the capability: say so once, when the class is defined.
-        for raw, (method, mixin) in _CAPABILITY_RAW_CALLS.items():
-            if raw in vars(cls) and not hasattr(cls, method):
-                warnings.warn(
-                    f"{cls.__qualname__} spells {raw} but has no {method}: DriverBackend no "
-                    f"longer provides the optional capabilities; add "
-                    f"eventapi.driverkit.{mixin} to the class's bases",
-                    DeprecationWarning,
-                    stacklevel=2,
-                )
 
     def __init__(self) -> None:
         # Re-entrant: a garbage collection can start on any allocation, including one made
@@ -211,6 +194,17 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _raw_event_create(self) -> RE:
         """A timing-enabled event."""
 
+    def _raw_event_create_into(self, store: Callable[[RE], None]) -> None:
+        """Create a timing-enabled event and hand its raw handle to ``store`` at once.
+
+        ``store`` puts the handle into the wrapper that already owns it (counted before the
+        driver call), and runs no Python bytecode: a backend whose create is compiled calls it
+        from C right after the driver returns, so no signal handler can run between the two and
+        an interrupt cannot lose the handle. The default calls :meth:`_raw_event_create` and
+        stores what it returns, which leaves the bytecodes between the two.
+        """
+        store(self._raw_event_create())
+
     @abstractmethod
     def _raw_event_destroy(self, event: RE) -> None:
         """Release ``event`` at once; a record still queued may complete harmlessly."""
@@ -249,6 +243,13 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _raw_stream_create_non_blocking(self) -> RS:
         """A stream that does not synchronize with the legacy default stream."""
 
+    def _raw_stream_create_into(self, store: Callable[[RS], None]) -> None:
+        """Create a non-blocking stream and hand its raw handle to ``store`` at once.
+
+        As :meth:`_raw_event_create_into`, for streams.
+        """
+        store(self._raw_stream_create_non_blocking())
+
     @abstractmethod
     def _raw_stream_destroy(self, stream: RS) -> None:
         """Release ``stream`` without waiting for its queued work, which still completes."""
@@ -259,14 +260,14 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """Create a timing-enabled event. See :meth:`eventapi.EventApi.event_create`."""
         self._ensure_thread("event_create")
         # The wrapper exists, open and counted, before the driver call, and takes the raw handle
-        # in the assignment right after it: an interrupt anywhere but inside the raw call
-        # itself leaves a wrapper whose finalizer destroys what was created (docs/errors.md).
+        # from the create itself (see _raw_event_create_into): an interrupt anywhere leaves a
+        # wrapper that either holds nothing or is destroyed with what it holds (docs/errors.md).
         event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
         self._open(event)
         try:
-            event._raw = self._raw_event_create()
+            self._raw_event_create_into(raw_store(event))
         except BaseException:
-            self._forget(event)
+            self._abandon(event)
             raise
         return event
 
@@ -346,34 +347,35 @@ class DriverBackend(ABC, Generic[RE, RS]):
         finally:
             self._leave(handle)
 
-    def record_new_event(self, stream: Stream[RS] | object) -> Event[RE] | None:
-        """Create an event and record it into ``stream`` in one call: what a fence does.
+    # -- the fast path (eventapi.SupportsFastPath) ---------------------------------------------
+    #
+    # What a fence and a profiler window do, each in one call that takes this object's own
+    # handles only and checks each once: the same checks and results as the plain calls they
+    # fuse (the conformance kit compares the two).
 
-        The same as ``stream_is_capturing(stream)``, ``event_create()`` and
-        ``event_record(event, stream)`` (with every check they make), with the stream resolved
-        and held once. Returns None, creating nothing, when the object has the capture check
-        (``stream_is_capturing``, unless switched off for this object, as the core's
-        capability detection reads it) and ``stream`` is capturing a graph. A failed record
-        destroys the new event before its :class:`~eventapi.DriverError` is raised; a failure
-        of that destroy is logged.
+    def event_record_new(self, stream: Stream[RS]) -> Event[RE] | None:
+        """Create an event and record it into ``stream``: what a fence does, in one call.
+
+        The same as ``stream_is_capturing(stream)`` (with :class:`CaptureCheckMixin`),
+        ``event_create()`` and ``event_record(event, stream)``. Returns None, creating nothing,
+        when ``stream`` is capturing a graph. A failed record destroys the new event before its
+        :class:`~eventapi.DriverError` is raised (a failure of that destroy is logged). The
+        event's driver event may be a closed fence's (:attr:`SPARE_EVENTS`), and goes back to
+        the spares when it is destroyed after it was seen reached.
         """
-        handle = self._stream(stream, "record_new_event")
-        raw_stream = self._enter(handle, "record_new_event")
+        self._check_owner(stream, "event_record_new", Stream)
+        raw_stream = self._enter(stream, "event_record_new")
         try:
-            check = getattr(self, "stream_is_capturing", None)
-            if callable(check):
-                # The raw call where the mixin gives one: the stream is held already.
-                raw_check = getattr(self, "_raw_stream_is_capturing", None)
-                if raw_check(raw_stream) if raw_check is not None else check(handle):
-                    return None
-            # Counted before the driver call and given its handle right after, as in
-            # event_create; a spare driver event, where one is kept, needs no call.
+            if isinstance(self, CaptureCheckMixin) and self._raw_stream_is_capturing(raw_stream):
+                return None
+            # Counted before the driver call and given its handle by it, as in event_create; a
+            # spare driver event, where one is kept, needs no call.
             event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
             if not self._open_with_spare(event):
                 try:
-                    event._raw = self._raw_event_create()
+                    self._raw_event_create_into(raw_store(event))
                 except BaseException:
-                    self._forget(event)
+                    self._abandon(event)
                     raise
             try:
                 self._raw_event_record(event._raw, raw_stream)
@@ -394,17 +396,67 @@ class DriverBackend(ABC, Generic[RE, RS]):
             event._spare = self.SPARE_EVENTS > 0
             return event
         finally:
-            self._leave(handle)
+            self._leave(stream)
 
-    def release_spare_events(self) -> None:
-        """Destroy the driver events of closed fences this object keeps (see SPARE_EVENTS).
+    def event_record_unless_capturing(self, event: Event[RE], stream: Stream[RS]) -> bool:
+        """Unless ``stream`` is capturing a graph, record ``event`` into it; True when recorded.
 
-        Never needed for correctness: they are destroyed when the object is garbage-collected,
-        and the driver frees them at exit. Useful before comparing the driver's own handle
-        count with what the program holds. A destroy the driver refuses is logged on the
-        ``eventapi`` logger and the others go on; once the device context is lost none is
-        attempted (logged once). Raises what preparing the thread for driver calls raises.
+        The same as ``stream_is_capturing(stream)`` (with :class:`CaptureCheckMixin`; without,
+        the stream is taken as not capturing) followed by ``event_record(event, stream)``: what
+        a profiling window makes as it opens. Both handles must be this object's.
         """
+        if type(event) is not Event or event._owner is not self:
+            self._refuse_foreign(event, "event_record_unless_capturing", Event)
+        if type(stream) is not Stream or stream._owner is not self:
+            self._refuse_foreign(stream, "event_record_unless_capturing", Stream)
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread("event_record_unless_capturing")
+        # The lock is held across the record instead of counting both handles in and out: a
+        # record only enqueues, and a destroy from another thread meanwhile waits for it.
+        with self._lock:
+            if event._closed or stream._closed:
+                self._refuse_closed(
+                    event if event._closed else stream, "event_record_unless_capturing"
+                )
+            if isinstance(self, CaptureCheckMixin):
+                if not self._raw_event_record_unless_capturing(event._raw, stream._raw):
+                    return False
+            else:
+                self._raw_event_record(event._raw, stream._raw)
+            event._reached = False
+            event._recorded = True
+        return True
+
+    def event_elapsed_many(
+        self, starts: Sequence[Event[RE]], ends: Sequence[Event[RE]]
+    ) -> list[int]:
+        """``event_elapsed(starts[i], ends[i])`` for each ``i``, in one call: a profiler's collect.
+
+        Each event is checked once (this object's, open and recorded) before any reading, and
+        the readings are made in one batch (:meth:`_raw_event_elapsed_ns_many`), clamped at 0.
+        Raises :class:`ValueError` when the two differ in length, and the first failed
+        reading's :class:`~eventapi.DriverError` (``not_ready`` for an event not reached).
+        """
+        if len(starts) != len(ends):
+            raise ValueError(f"event_elapsed_many: {len(starts)} starts but {len(ends)} ends")
+        for event in (*starts, *ends):
+            if type(event) is not Event or event._owner is not self:
+                self._refuse_foreign(event, "event_elapsed_many", Event)
+            if not event._recorded:
+                self._refuse_unrecorded(event, "event_elapsed_many")
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread("event_elapsed_many")
+        with self._lock:  # as in event_record_unless_capturing: the readings do not block
+            for event in (*starts, *ends):
+                if event._closed:
+                    self._refuse_closed(event, "event_elapsed_many")
+            readings = self._raw_event_elapsed_ns_many(
+                [event._raw for event in starts], [event._raw for event in ends]
+            )
+        return [reading if reading > 0 else 0 for reading in readings]
+
+    def _release_spares(self) -> None:
+        # See release_spare_events(), the public spelling.
         if self._forked or not self._spares:
             return
         if not getattr(self._tls, "bound", False):
@@ -436,7 +488,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             last = not (self._live_events or self._live_streams or self._gone)
             self._gone = self._gone or last
         try:
-            self.release_spare_events()
+            self._release_spares()
         except Exception:  # a finalizer has nowhere to raise to
             _log.warning("%s: releasing spare events failed", self.BACKEND, exc_info=True)
         if last:
@@ -446,11 +498,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """Create a stream that does not synchronize with the legacy default stream."""
         self._ensure_thread("stream_create_non_blocking")
         stream: Stream[RS] = Stream(_NO_RAW, self, owned=True)  # type: ignore[arg-type]
-        self._open(stream)  # as in event_create: counted before, given its raw handle after
+        self._open(stream)  # as in event_create: counted before, given its raw handle by the create
         try:
-            stream._raw = self._raw_stream_create_non_blocking()
+            self._raw_stream_create_into(raw_store(stream))
         except BaseException:
-            self._forget(stream)
+            self._abandon(stream)
             raise
         return stream
 
@@ -474,27 +526,20 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def adopt_stream(self, stream: object) -> Stream[RS]:
         """Wrap a stream this backend did not create, without taking ownership.
 
-        Passing the returned handle is cheaper than passing the foreign object on every call.
-        Raises :class:`~eventapi.EventStateError` when ``stream`` is not one this backend can
-        use.
+        Passing the returned handle is cheaper than passing the foreign object on every call. A
+        stream of this object is returned as it is. Raises :class:`~eventapi.EventStateError`
+        when ``stream`` is not one this backend can use, or was destroyed.
         """
-        return self._stream(stream, "adopt_stream")
+        handle = self._stream(stream, "adopt_stream")
+        if handle._closed:
+            self._refuse_closed(handle, "adopt_stream")
+        return handle
 
     def live_handles(self) -> LiveHandles:
         """Events and streams this backend object created and has not destroyed yet."""
         with self._lock:
             events, streams = self._live_events, self._live_streams
         return LiveHandles(events, streams)
-
-    def pin(self) -> Pin[RE, RS]:
-        """A new :class:`Pin`: streams and events held by one owner, recorded cheaply.
-
-        For code that records its own events into the same streams over and over (a
-        profiler's pooled events). See :class:`Pin` for what it keeps guaranteed.
-        """
-        from ._pin import Pin  # here: the pin's module imports this one
-
-        return Pin(self)
 
     # -- what a subclass may call -------------------------------------------------------------
 
@@ -566,6 +611,22 @@ class DriverBackend(ABC, Generic[RE, RS]):
             event._raw = spares[-1]
             del spares[-1]
             return True
+
+    def _abandon(self, handle: _Handle) -> None:
+        # A create raised (or was interrupted): if the driver's handle reached the wrapper it is
+        # destroyed, else there is nothing to release and the wrapper is only uncounted.
+        if handle._raw is _NO_RAW:
+            self._forget(handle)
+            return
+        try:
+            self._close(handle)
+        except Exception:
+            _log.warning(
+                "%s: destroying %r after its create was interrupted failed",
+                self.BACKEND,
+                handle,
+                exc_info=True,
+            )
 
     def _forget(self, handle: _Handle) -> None:
         # The driver's create failed (or was interrupted): nothing to release, only to uncount.
@@ -928,6 +989,7 @@ if TYPE_CHECKING:
 
     def _conforms(backend: DriverBackend[object, object], full: _AllCapabilities) -> None:
         _api: EventApi[Event[object], Stream[object]] = backend
+        _fast: SupportsFastPath[Event[object], Stream[object]] = backend
         _query: SupportsEventQuery[Event[object]] = full
         _capture: SupportsCaptureCheck[Stream[object]] = full
         _host_func: SupportsHostFunc[Stream[object]] = full

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
 
 from .._errors import EventStateError
 
 if TYPE_CHECKING:
     from ._backend import DriverBackend
-    from ._pin import Pin
 
-__all__ = ["NO_RAW", "RE", "RS", "Event", "LiveHandles", "Stream"]
+__all__ = ["NO_RAW", "RE", "RS", "Event", "LiveHandles", "Stream", "raw_store"]
 
 RE = TypeVar("RE")
 RS = TypeVar("RS")
@@ -103,10 +103,9 @@ class Event(_Handle, Generic[RE]):
     be copied or pickled (:class:`TypeError`).
     """
 
-    __slots__ = ("_pin", "_reached", "_recorded", "_spare")
+    __slots__ = ("_reached", "_recorded", "_spare")
 
     _raw: RE
-    _pin: Pin[RE, Any] | None  # the pin that created and holds it, if any
 
     def __init__(self, raw: RE, owner: DriverBackend[RE, Any], *, opened: bool = False) -> None:
         # _Handle.__init__'s assignments, made here: a fence creates an event per record.
@@ -115,8 +114,7 @@ class Event(_Handle, Generic[RE]):
         self._closed = not opened
         self._users = 0
         self._recorded = False
-        self._pin = None
-        # A fence's event (record_new_event): its driver event may be kept for reuse when it
+        # A fence's event (event_record_new): its driver event may be kept for reuse when it
         # is destroyed (DriverBackend.SPARE_EVENTS), if by then its latest record was seen
         # reached (HIP leaves re-recording an event with a record outstanding undefined).
         self._spare = False
@@ -208,3 +206,18 @@ class Stream(_Handle, Generic[RS]):
         owner = getattr(self, "_owner", None)
         if owner is not None and self._owned and not self._closed and not _finalizing():
             owner._collect(self)
+
+
+_RAW_SLOT: Final[Any] = _Handle.__dict__["_raw"]
+
+
+def raw_store(handle: _Handle) -> Callable[[Any], None]:
+    """The callable that gives ``handle`` its driver handle: ``raw_store(h)(raw)`` sets it.
+
+    A handle is created open and counted before the driver's create runs, and the create hands
+    it the raw handle through this callable (``DriverBackend._raw_event_create_into``). It is
+    the slot's own setter bound to the handle, so calling it runs no Python bytecode: called from
+    C right after the driver returns, no signal handler can run between the create and the
+    store.
+    """
+    return partial(_RAW_SLOT.__set__, handle)
