@@ -8,6 +8,10 @@
   :func:`write_report` turns a trace into one self-contained HTML page.
 * :func:`gather_chrome_trace` does the same across the ranks of a ``torch.distributed`` job.
 
+Every whole file written here (:func:`export_chrome_trace`, :func:`merge`,
+:func:`write_report`) is written beside its destination and renamed into place once complete:
+a failed write leaves the destination as it was. Paths are ``str`` or ``os.PathLike``.
+
 Each trace says what its clock is: the host's ``time.perf_counter_ns()`` (shared by every
 process of one boot of one host) and that clock's offset to the wall clock, measured when the
 trace is written. See ``docs/traces.md`` for the format and the error bounds of a merge.
@@ -21,8 +25,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from .._profiling._profiler import EventProfiler, Span
+from ._files import check_path
 from ._format import TraceFile, Track, process_info, read_trace
-from ._merge import merge_documents
+from ._merge import dump, merge_documents, merge_files
 
 if TYPE_CHECKING:
     from .._protocol import EventApi
@@ -37,7 +42,9 @@ def _track(api: EventApi[Any, Any], label: str) -> Track:
     return Track(api.BACKEND, device if isinstance(device, int) else None, label)
 
 
-def export_chrome_trace(path: PathLike, *profilers: EventProfiler[Any, Any]) -> None:
+def export_chrome_trace(
+    path: PathLike, *profilers: EventProfiler[Any, Any], slice_args: bool = True
+) -> None:
     """Write the spans ``profilers`` retain (:attr:`~eventapi.EventProfiler.spans`) to ``path``.
 
     One process track for this process, one track per profiler's stream, named by backend,
@@ -45,9 +52,17 @@ def export_chrome_trace(path: PathLike, *profilers: EventProfiler[Any, Any]) -> 
     latest anchor uncertainty and how many spans it dropped (``dropped_spans``): spans a
     profiler no longer holds are not in the file (use a :class:`TraceWriter` as its ``sink``
     for all of them). Does not collect: call :meth:`~eventapi.EventProfiler.collect` first for
-    windows stopped since. Raises :class:`OSError` when ``path`` cannot be written.
+    windows stopped since.
+
+    The file is written completely or not at all: ``path`` is replaced only once the whole
+    trace is on the disk, so a failure leaves what was there. ``slice_args=False`` writes
+    slices without their args (``duration_ns``, ``depth``, ``uncertainty_ns``), so that
+    speedscope, which keys frames by name and args, aggregates them by name.
+
+    Raises :class:`OSError` when ``path`` cannot be written, :class:`TypeError` when it is not
+    a ``str`` or ``os.PathLike``.
     """
-    trace = TraceFile(path, process_info())
+    trace = TraceFile(path, process_info(), replace=True, slice_args=slice_args)
     try:
         for profiler in profilers:
             spans = profiler.spans
@@ -60,8 +75,10 @@ def export_chrome_trace(path: PathLike, *profilers: EventProfiler[Any, Any]) -> 
                 dropped_spans=profiler.dropped_spans,
             )
             trace.add(track, spans)
-    finally:
-        trace.close()
+    except BaseException:
+        trace.discard()
+        raise
+    trace.close()
 
 
 @final
@@ -78,14 +95,17 @@ class TraceWriter:
     The file is valid JSON once :meth:`close` ran; a file cut short (the process died) is
     still read by :func:`merge` and :func:`write_report`, up to its last whole span. Memory
     stays bounded: nothing but the file's buffer and each track's open nesting is held.
-    Several profilers, on several threads, may share one writer. Raises :class:`OSError` when
-    ``path`` cannot be written, at construction or from the ``collect()`` that writes.
+    Several profilers, on several threads, may share one writer. Unlike the other writers here
+    it writes ``path`` in place, as the spans arrive. ``slice_args``: as for
+    :func:`export_chrome_trace`. Raises :class:`OSError` when ``path`` cannot be written, at
+    construction or from the ``collect()`` that writes; :class:`TypeError` when it is not a
+    ``str`` or ``os.PathLike``.
     """
 
     __slots__ = ("_trace",)
 
-    def __init__(self, path: PathLike) -> None:
-        self._trace = TraceFile(path, process_info())
+    def __init__(self, path: PathLike, *, slice_args: bool = True) -> None:
+        self._trace = TraceFile(path, process_info(), slice_args=slice_args)
 
     def sink(self, api: EventApi[Any, Any]) -> Callable[[Span], None]:
         """A ``sink`` for an :class:`~eventapi.EventProfiler` on ``api``.
@@ -122,31 +142,34 @@ class TraceWriter:
         self.close()
 
 
-def merge(paths: Sequence[PathLike], out: PathLike) -> None:
+def merge(paths: Sequence[PathLike], out: PathLike, *, slice_args: bool = True) -> None:
     """Write one trace to ``out`` holding every trace in ``paths`` on one time axis.
 
     Traces of one host's processes keep their times exactly; traces of several hosts are
-    placed through each host's wall clock (see ``docs/traces.md`` for the error). Raises
-    :class:`ValueError` for a file that is not a trace written by eventapi, :class:`OSError`
-    when a file cannot be read or written.
+    placed through each host's wall clock (see ``docs/traces.md`` for the error). The result is
+    strict JSON, written completely or not at all. ``slice_args=False`` drops the slices' args
+    (see :func:`export_chrome_trace`).
+
+    Raises :class:`ValueError`, in one line naming the file, for a file that is not a trace
+    written by eventapi, a file given twice, or an ``out`` that is one of ``paths``;
+    :class:`OSError` when a file cannot be read or written; :class:`TypeError` when ``paths``
+    is not a list of ``str`` or ``os.PathLike`` (a single path included).
     """
-    documents = [read_trace(path) for path in paths]
-    merged = merge_documents(documents, [os.fspath(path) for path in paths])
-    _dump(merged, out)
+    merge_files(paths, out, slice_args=slice_args)
 
 
-def write_report(path: PathLike, out: PathLike) -> None:
+def write_report(path: PathLike, out: PathLike | None = None) -> None:
     """Write one self-contained HTML page for the trace at ``path``: a timeline and statistics.
 
-    The page loads nothing from the network. Raises :class:`ValueError` for a file that is
-    not a Trace Event JSON document, :class:`OSError` when a file cannot be read or written.
+    ``out`` defaults to ``path`` with its extension replaced by ``.html``. The page loads
+    nothing from the network, and draws whatever strings the trace holds. It is written
+    completely or not at all. Raises :class:`ValueError` for a file that is not a Trace Event
+    JSON document or an ``out`` that is ``path``, :class:`OSError` when a file cannot be read
+    or written, :class:`TypeError` when a path is not a ``str`` or ``os.PathLike``.
     """
-    from ._report import render
+    from ._report import write_report_file
 
-    document = read_trace(path)
-    html = render(document, title=os.path.basename(os.fspath(path)))
-    with open(out, "w", encoding="utf-8") as file:
-        file.write(html)
+    write_report_file(path, out)
 
 
 def gather_chrome_trace(
@@ -179,6 +202,7 @@ def gather_chrome_trace(
         )
     import tempfile
 
+    out = check_path(path, "path")  # refused on every rank, before the collective
     # The local trace, built exactly as a file would be, travels as text.
     with tempfile.TemporaryDirectory() as scratch:
         local = os.path.join(scratch, "rank.json")
@@ -189,7 +213,7 @@ def gather_chrome_trace(
         return
     gathered = [json.loads(raw) for raw in documents]
     merged = merge_documents(gathered, [f"rank {i}" for i in range(len(gathered))])
-    _dump(merged, path)
+    dump(merged, out)
 
 
 def _gather_bytes(payload: bytes, group: Any, dst: int) -> list[bytes] | None:
@@ -222,9 +246,3 @@ def _gather_bytes(payload: bytes, group: Any, dst: int) -> list[bytes] | None:
         bytes(tensor[:length].cpu().tolist())
         for tensor, length in zip(received, lengths, strict=True)
     ]
-
-
-def _dump(document: dict[str, Any], out: PathLike) -> None:
-    with open(out, "w", encoding="utf-8") as file:
-        json.dump(document, file, separators=(",", ":"))
-        file.write("\n")

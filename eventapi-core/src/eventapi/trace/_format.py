@@ -14,10 +14,12 @@ process ``ts`` is :func:`time.perf_counter_ns` / 1000 (Linux's ``CLOCK_MONOTONIC
 every process of one boot); the ``clock`` object in ``otherData`` says so, and carries what a
 merge needs to put the trace on another host's axis (:mod:`eventapi.trace._merge`).
 
-One process track (``pid``) per process, one thread track (``tid``) per stream, named
-``"<backend>:<device> <label>"``. Windows nest on their track as their ``depth`` says: a child
-placed a nanosecond past its parent's end by rounding is clamped into the parent, because
-viewers draw a slice that overlaps its parent's end as a separate, broken stack.
+One process track (``pid``) per process, named ``"<host> pid <pid>"`` or, in a distributed
+job, ``"rank <rank> (<host> pid <pid>)"`` (:mod:`eventapi.trace._rank`); one thread track
+(``tid``) per stream, named ``"<backend>:<device> <label>"``. Windows nest on their track as
+their ``depth`` says: a child placed a nanosecond past its parent's end by rounding is clamped
+into the parent, because viewers draw a slice that overlaps its parent's end as a separate,
+broken stack.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from dataclasses import dataclass
 from typing import IO, Any, Final, final
 
 from .._profiling._profiler import Span
+from ._files import Replacement, check_path
+from ._rank import process_title, rank_info
 
 __all__ = [
     "FORMAT",
@@ -40,6 +44,7 @@ __all__ = [
     "TraceFile",
     "Track",
     "host_clock",
+    "json_type",
     "process_info",
     "read_trace",
     "span_event",
@@ -118,7 +123,11 @@ def host_clock() -> Clock:
 
 
 def process_info() -> dict[str, object]:
-    """The ``otherData.eventapi`` object of a trace written by this process, clock measured now."""
+    """The ``otherData.eventapi`` object of a trace written by this process, clock measured now.
+
+    In a distributed job it also carries ``rank``, ``rank_from`` (what said so), and where known
+    ``world_size`` and ``local_rank``.
+    """
     from .. import __version__
 
     return {
@@ -127,6 +136,7 @@ def process_info() -> dict[str, object]:
         "python": sys.version.split()[0],
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        **rank_info(),
         "clock": host_clock().as_json(),
     }
 
@@ -152,21 +162,30 @@ def _us(ns: int) -> float:
     return ns / 1000
 
 
-def span_event(span: Span, pid: int, tid: int, start_ns: int, end_ns: int) -> dict[str, object]:
-    """The complete ("X") event of ``span`` on ``(pid, tid)``, placed at ``start_ns..end_ns``."""
-    return {
+def span_event(
+    span: Span, pid: int, tid: int, start_ns: int, end_ns: int, *, slice_args: bool = True
+) -> dict[str, object]:
+    """The complete ("X") event of ``span`` on ``(pid, tid)``, placed at ``start_ns..end_ns``.
+
+    With ``slice_args`` its args carry the span's ``duration_ns``, ``depth`` and
+    ``uncertainty_ns``; without, it has none (viewers that key frames on name and args, such as
+    speedscope, then aggregate slices by name).
+    """
+    event: dict[str, object] = {
         "name": span.name,
         "ph": "X",
         "pid": pid,
         "tid": tid,
         "ts": _us(start_ns),
         "dur": _us(end_ns - start_ns),
-        "args": {
+    }
+    if slice_args:
+        event["args"] = {
             "duration_ns": span.duration_ns,
             "depth": span.depth,
             "uncertainty_ns": span.uncertainty_ns,
-        },
-    }
+        }
+    return event
 
 
 @final
@@ -175,13 +194,43 @@ class TraceFile:
 
     Thread-safe: a lock serializes writes, so sinks of profilers on several threads may share
     one file. Each span costs one small JSON line in a buffered file, nothing more is held but
-    the open windows' ends per track (for clamping). Raises :class:`OSError` from the file.
+    the open windows' ends per track (for clamping). Raises :class:`OSError` from the file,
+    :class:`TypeError` for a ``path`` that is not a ``str`` or ``os.PathLike``.
+
+    ``replace``: write a temporary file that takes the place of ``path`` at :meth:`close`
+    (after a flush to the disk), so ``path`` is never left half written; :meth:`discard` drops
+    it instead. Without it the file is written in place, as it grows. ``slice_args``: see
+    :func:`span_event`.
     """
 
-    __slots__ = ("_closed", "_file", "_lock", "_nesting", "_pid", "_tracks")
+    __slots__ = (
+        "_closed",
+        "_file",
+        "_lock",
+        "_nesting",
+        "_path",
+        "_pid",
+        "_replacement",
+        "_slice_args",
+        "_tracks",
+    )
 
-    def __init__(self, path: str | os.PathLike[str], process: dict[str, object]) -> None:
-        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        process: dict[str, object],
+        *,
+        replace: bool = False,
+        slice_args: bool = True,
+    ) -> None:
+        where = self._path = check_path(path, "the trace's path")
+        self._replacement: Replacement | None = None
+        if replace:
+            self._replacement = Replacement(where)
+            self._file: IO[str] = self._replacement.file
+        else:
+            self._file = open(where, "w", encoding="utf-8")  # noqa: SIM115
+        self._slice_args = slice_args
         self._lock = threading.Lock()
         self._tracks: dict[Track, int] = {}
         self._nesting: dict[int, list[int]] = {}
@@ -192,15 +241,21 @@ class TraceFile:
         header = {"otherData": {"eventapi": process}, "displayTimeUnit": "ns"}
         # The object minus its closing brace, then the event array opened.
         self._file.write(json.dumps(header)[:-1] + ',\n"traceEvents": [\n')
-        self._write(
-            {
-                "name": "process_name",
-                "ph": "M",
-                "pid": pid,
-                "tid": 0,
-                "args": {"name": f"{process['host']} pid {pid}"},
-            }
-        )
+        names: dict[str, object] = {"name": process_title(str(process["host"]), pid, process)}
+        rank = process.get("rank")
+        if isinstance(rank, int):
+            names["rank"] = rank
+        self._write({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": names})
+        if isinstance(rank, int):  # viewers order processes by it: rank 0 first
+            self._write(
+                {
+                    "name": "process_sort_index",
+                    "ph": "M",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"sort_index": rank},
+                }
+            )
 
     def _write(self, event: dict[str, object]) -> None:
         self._file.write(json.dumps(event, separators=(",", ":")) + ",\n")
@@ -252,61 +307,144 @@ class TraceFile:
                     start_ns = min(start_ns, parent_end)
                     end_ns = min(end_ns, parent_end)
                 ends.append(end_ns)
-                self._write(span_event(span, self._pid, tid, start_ns, end_ns))
+                self._write(
+                    span_event(span, self._pid, tid, start_ns, end_ns, slice_args=self._slice_args)
+                )
 
     def flush(self) -> None:
         with self._lock:
             self._file.flush()
 
-    def close(self) -> None:
-        """Finish the JSON document and close the file. Idempotent."""
+    def discard(self) -> None:
+        """Close without finishing: a ``replace`` trace leaves ``path`` as it was. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            if self._replacement is not None:
+                self._replacement.discard()
+            else:
+                self._file.close()
+
+    def close(self) -> None:
+        """Finish the JSON document and close the file (a ``replace`` one: into place).
+
+        Idempotent. Raises :class:`OSError` when the end cannot be written; a ``replace`` trace
+        then leaves ``path`` as it was.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            replacement = self._replacement
+            if replacement is not None:
+                try:
+                    self._write_tail()
+                except OSError as exc:
+                    replacement.discard()
+                    raise OSError(exc.errno, f"cannot write {self._path}: {exc.strerror}") from None
+                except BaseException:
+                    replacement.discard()
+                    raise
+                replacement.commit()
+                return
             try:
-                # A closing metadata event, so the array never ends in a trailing comma.
-                self._file.write(
-                    json.dumps(
-                        {
-                            "name": "trace_end",
-                            "ph": "M",
-                            "pid": self._pid,
-                            "tid": 0,
-                            "args": {"wall_clock": host_clock().as_json()},
-                        },
-                        separators=(",", ":"),
-                    )
-                    + "\n]}\n"
-                )
+                self._write_tail()
             finally:
                 self._file.close()
 
+    def _write_tail(self) -> None:
+        # A closing metadata event, so the array never ends in a trailing comma.
+        end = {
+            "name": "trace_end",
+            "ph": "M",
+            "pid": self._pid,
+            "tid": 0,
+            "args": {"wall_clock": host_clock().as_json()},
+        }
+        self._file.write(json.dumps(end, separators=(",", ":")) + "\n]}\n")
 
-def read_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
+
+_EMPTY_HINT: Final = "pass a trace written by eventapi or another Chrome trace exporter"
+
+
+def read_trace(path: str | os.PathLike[str], *, lenient: bool = False) -> dict[str, Any]:
     """Read a trace file; one cut short (its process died while writing) is completed.
 
-    Raises :class:`ValueError` when the file is not a Trace Event JSON document.
+    Returns the document in its object form (a bare event array is wrapped). ``lenient``: bytes
+    that are not UTF-8 are read as U+FFFD instead of refused (the report draws what it can).
+    Raises :class:`ValueError`, in one line that names the file, when it is not a Trace Event
+    JSON document; :class:`OSError` (naming it too) when it cannot be read; :class:`TypeError`
+    for a ``path`` that is not a ``str`` or ``os.PathLike``.
     """
-    with open(path, encoding="utf-8") as file:
-        text = file.read()
+    where = check_path(path, "the trace's path")
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
-        # A trace written as spans arrived ends after a complete line when its process died:
-        # drop a partial last line and close the array and the object.
-        body = text[: text.rfind(",\n") + 1].rstrip(",\n") if ",\n" in text else text
-        try:
-            document = json.loads(body + "\n]}")
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"{os.fspath(path)} is not a Trace Event JSON file ({exc}); pass traces "
-                "written by eventapi or another Chrome trace exporter"
-            ) from None
+        with open(where, "rb") as file:
+            raw = file.read()
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot read {where}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8", errors="replace" if lenient else "strict")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{where} is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); a trace "
+            "is JSON, which is UTF-8"
+        ) from None
+    if not text.strip():
+        raise ValueError(f"{where} is empty; {_EMPTY_HINT}")
+    document = _parse(text, where)
     if isinstance(document, list):  # the format's bare array form
         document = {"traceEvents": document}
-    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+    if not isinstance(document, dict):
         raise ValueError(
-            f"{os.fspath(path)} has no traceEvents list; pass a Chrome Trace Event JSON file"
+            f"{where} holds a JSON {json_type(document)}, not a trace (an object with a "
+            f"traceEvents list); {_EMPTY_HINT}"
         )
+    events = document.get("traceEvents")
+    if not isinstance(events, list):
+        what = "no traceEvents list" if events is None else f"a {json_type(events)} as traceEvents"
+        raise ValueError(f"{where} has {what}; pass a Chrome Trace Event JSON file")
     return document
+
+
+def _parse(text: str, where: str) -> Any:
+    try:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            # A trace written as spans arrived ends after a complete line when its process
+            # died: drop a partial last line and close the array and the object.
+            body = text[: text.rfind(",\n") + 1].rstrip(",\n") if ",\n" in text else text
+            try:
+                return json.loads(body + "\n]}")
+            except json.JSONDecodeError:
+                raise ValueError(
+                    f"{where} is not a Trace Event JSON file ({exc}); {_EMPTY_HINT}"
+                ) from None
+    except RecursionError:
+        raise ValueError(
+            f"{where} nests arrays or objects too deeply to read; a trace's events are flat objects"
+        ) from None
+    except ValueError as exc:
+        if str(exc).startswith(where):
+            raise
+        # Python's own limits, such as an integer of more than 4,300 digits.
+        raise ValueError(f"{where} is not a Trace Event JSON file ({exc})") from None
+
+
+def json_type(value: object) -> str:
+    """The JSON name of ``value``'s type, as an error message says it."""
+    for kind, name in _JSON_TYPES:
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+_JSON_TYPES: Final = (
+    (type(None), "null"),
+    (bool, "boolean"),  # before int: a bool is an int
+    (int | float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)

@@ -15,45 +15,181 @@ merge moves each trace onto the axis of the result by the difference of the two 
 Process ids are kept where they are unique in the result and renumbered where two processes
 (of two hosts, or two runs) share one; the process track's name (``"<host> pid <pid>"``) keeps
 the original.
+
+Every input is checked before anything is written (:func:`check_document`): a file that is not
+what eventapi writes is refused in one line that names it, the event and what is wrong, never
+with a traceback, and the result is strict JSON (no ``NaN``, no ``Infinity``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
-from ._format import FORMAT, Clock
+from ._files import Written, check_path, check_paths, refuse_overlap, replacing
+from ._format import FORMAT, Clock, json_type, read_trace
 
-__all__ = ["merge_documents"]
+__all__ = [
+    "check_document",
+    "dump",
+    "merge_documents",
+    "merge_files",
+    "summary",
+    "without_slice_args",
+]
+
+_LIMIT_NS: Final = 2**63
+"""Times, offsets and ids beyond a signed 64-bit count of nanoseconds (292 years) are not ones
+any clock wrote; refusing them keeps every sum a merge takes finite."""
+
+_MAX_DEPTH: Final = 64
+"""Arrays and objects nested in one event's args: far more than any exporter writes, and few
+enough that writing the result never nears Python's recursion limit."""
+
+_NOT_OURS: Final = (
+    "was not written by eventapi: it does not say which clock its times are on, so it cannot "
+    "be placed beside others; write it with eventapi.trace.export_chrome_trace or a TraceWriter"
+)
 
 
-def _info(document: dict[str, Any], where: str) -> dict[str, Any]:
-    info = document.get("otherData", {}).get("eventapi")
-    if not isinstance(info, dict) or "clock" not in info:
+def _integer(value: object, where: str, lowest: int = -_LIMIT_NS) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{where} is a JSON {json_type(value)}, not an integer")
+    if not lowest <= value < _LIMIT_NS:
+        low = "0" if lowest == 0 else "-2^63"
+        raise ValueError(f"{where} is {_short(value)}, outside {low} .. 2^63")
+    return value
+
+
+def _microseconds(value: object, where: str, lowest: float) -> None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"{where} is a JSON {json_type(value)}, not a number of microseconds")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where} is {value!r}, which strict JSON cannot hold; want a number")
+    if not lowest <= value < _LIMIT_NS / 1000:
+        low = "0" if lowest == 0 else "-2^63 ns"
+        raise ValueError(f"{where} is {_short(value)} us, outside {low} .. 2^63 ns")
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:10]}...({len(text)} digits)"
+
+
+def _plain(value: object, where: str, depth: int = 0) -> None:
+    """Refuse what strict JSON cannot write back: NaN, infinities, nesting past the limit."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} is {value!r}, which strict JSON cannot hold")
+    elif isinstance(value, dict | list):
+        if depth >= _MAX_DEPTH:
+            raise ValueError(f"{where} nests deeper than {_MAX_DEPTH} levels")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            _plain(
+                item, f"{where}.{key}" if isinstance(value, dict) else f"{where}[{key}]", depth + 1
+            )
+
+
+def _object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} is a JSON {json_type(value)}, not an object")
+    return value
+
+
+def check_document(document: dict[str, Any], where: str) -> dict[str, Any]:
+    """``document``'s ``otherData.eventapi`` object, once every part a merge reads was checked.
+
+    Raises :class:`ValueError`, one line starting with ``where``, naming the first thing wrong:
+    a trace that eventapi did not write (its clock is unknown), one of a newer format, a value
+    of the wrong type, a time that is not a finite number, an event that is not an object.
+    """
+    other = document.get("otherData")
+    if other is None:
+        raise ValueError(f"{where} {_NOT_OURS}")
+    info = _object(other, f"{where}: otherData").get("eventapi")
+    if info is None:
+        raise ValueError(f"{where} {_NOT_OURS}")
+    info = _object(info, f"{where}: otherData.eventapi")
+    if "clock" not in info:
+        raise ValueError(f"{where} {_NOT_OURS}")
+    version = _integer(info.get("format", 0), f"{where}: otherData.eventapi.format", 0)
+    if version > FORMAT:
         raise ValueError(
-            f"{where} was not written by eventapi: it does not say which clock its times are "
-            "on, so it cannot be placed beside others; write it with "
-            "eventapi.trace.export_chrome_trace or a TraceWriter"
-        )
-    if int(info.get("format", 0)) > FORMAT:
-        raise ValueError(
-            f"{where} was written by a newer eventapi (trace format {info['format']}); "
+            f"{where} was written by a newer eventapi (trace format {version}); "
             "upgrade eventapi-core to merge it"
         )
+    _plain(info, f"{where}: otherData.eventapi")
+    clock = _object(info["clock"], f"{where}: otherData.eventapi.clock")
+    kind = clock.get("kind")
+    if kind not in ("monotonic", "wall"):
+        raise ValueError(
+            f"{where}: otherData.eventapi.clock.kind is {_short(kind)}, not 'monotonic' or 'wall'"
+        )
+    if not isinstance(clock.get("boot_id", ""), str):
+        raise ValueError(f"{where}: otherData.eventapi.clock.boot_id is not a string")
+    if "wall_offset_ns" not in clock:
+        raise ValueError(f"{where}: otherData.eventapi.clock has no wall_offset_ns")
+    _integer(clock["wall_offset_ns"], f"{where}: otherData.eventapi.clock.wall_offset_ns")
+    _integer(
+        clock.get("wall_offset_uncertainty_ns", 0),
+        f"{where}: otherData.eventapi.clock.wall_offset_uncertainty_ns",
+        0,
+    )
+    sources = info.get("sources")
+    if sources is not None:
+        if not isinstance(sources, list):
+            raise ValueError(
+                f"{where}: otherData.eventapi.sources is a JSON {json_type(sources)}, not an array"
+            )
+        for i, source in enumerate(sources):
+            at = f"{where}: otherData.eventapi.sources[{i}]"
+            _integer(_object(source, at).get("shift_ns", 0), f"{at}.shift_ns")
+    for i, event in enumerate(document["traceEvents"]):
+        _check_event(event, f"{where}: event {i}")
     return info
+
+
+def _check_event(event: object, where: str) -> None:
+    event = _object(event, where)
+    phase = event.get("ph")
+    if not isinstance(phase, str):
+        what = "no ph" if phase is None else f"a JSON {json_type(phase)} as ph"
+        raise ValueError(f'{where} has {what}; each event needs its phase, such as "X"')
+    if "name" in event and not isinstance(event["name"], str):
+        raise ValueError(f"{where}: name is a JSON {json_type(event['name'])}, not a string")
+    for key in ("pid", "tid"):
+        if key in event:
+            _integer(event[key], f"{where}: {key}")
+    if "ts" in event:
+        _microseconds(event["ts"], f"{where}: ts", -_LIMIT_NS / 1000)
+    elif phase != "M":
+        raise ValueError(f"{where} (ph {phase!r}) has no ts")
+    if "dur" in event:
+        _microseconds(event["dur"], f"{where}: dur", 0)
+    elif phase == "X":
+        raise ValueError(f"{where} (ph 'X') has no dur")
+    if "args" in event:
+        _object(event["args"], f"{where}: args")
+    for key, value in event.items():
+        if key not in ("name", "ph", "pid", "tid", "ts", "dur"):
+            _plain(value, f"{where}: {key}", 1)
 
 
 def merge_documents(documents: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
     """One trace holding every event of ``documents``, on one time axis (see the module doc).
 
     ``names`` label the documents in error messages. Raises :class:`ValueError` for a trace
-    that eventapi did not write (its clock is unknown) or one of a newer format.
+    that eventapi did not write (its clock is unknown), one of a newer format, or one that
+    :func:`check_document` refuses.
     """
     if not documents:
         raise ValueError("nothing to merge: pass at least one trace file")
     from .. import __version__
 
-    infos = [_info(doc, name) for doc, name in zip(documents, names, strict=True)]
+    infos = [check_document(doc, name) for doc, name in zip(documents, names, strict=True)]
     clocks = [Clock.from_json(info["clock"]) for info in infos]
 
     offsets, out_clock, one_boot = _axis(documents, clocks)
@@ -137,3 +273,44 @@ def _axis(
 
 def _free(used: set[int]) -> int:
     return max(used, default=0) + 1
+
+
+def summary(document: dict[str, Any]) -> tuple[int, int, int]:
+    """How many processes, tracks and slices ``document`` (a checked trace) holds."""
+    slices = [e for e in document["traceEvents"] if e.get("ph") == "X"]
+    processes = {e.get("pid", 0) for e in document["traceEvents"] if e.get("ph") != "M"}
+    processes |= {
+        e.get("pid", 0) for e in document["traceEvents"] if e.get("name") == "process_name"
+    }
+    tracks = {(e.get("pid", 0), e.get("tid", 0)) for e in slices}
+    return len(processes), len(tracks), len(slices)
+
+
+def without_slice_args(document: dict[str, Any]) -> None:
+    """Drop every slice's args in place, so that speedscope keys its frames by name alone."""
+    for event in document["traceEvents"]:
+        if event.get("ph") == "X":
+            event.pop("args", None)
+
+
+def dump(document: dict[str, Any], out: str) -> None:
+    """Write ``document`` to ``out`` as strict JSON, as a whole file or not at all."""
+    with replacing(out) as file:
+        json.dump(document, file, separators=(",", ":"), allow_nan=False)
+        file.write("\n")
+
+
+def merge_files(paths: object, out: object, *, slice_args: bool = True) -> Written:
+    """:func:`eventapi.trace.merge`, returning what it wrote."""
+    inputs = check_paths(paths, "paths")
+    target = check_path(out, "out")
+    if not inputs:
+        raise ValueError("nothing to merge: pass at least one trace file")
+    refuse_overlap(inputs, target)
+    documents = [read_trace(path) for path in inputs]
+    merged = merge_documents(documents, inputs)
+    if not slice_args:
+        without_slice_args(merged)
+    dump(merged, target)
+    processes, tracks, slices = summary(merged)
+    return Written(target, processes, slices, tracks)

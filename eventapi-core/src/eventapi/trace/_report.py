@@ -1,10 +1,20 @@
 """``eventapi trace report``: one self-contained HTML page for a trace.
 
-The page holds everything it shows: the statistics table is rendered here, the timeline is
-drawn by a short script from the slices embedded in the page as JSON. Nothing is loaded from
-the network (no CDN, no font, no image), so the file can be mailed, attached to a CI run or
-opened on an air-gapped machine. Perfetto stays the tool for deep zooming; the page is for a
-first look: where the time went, per process and stream, and the distribution per name.
+The page holds everything it shows: the tables are rendered here, the timeline is drawn by a
+short script from the slices embedded in the page as JSON. Nothing is loaded from the network
+(no CDN, no font, no image), so the file can be mailed, attached to a CI run or opened on an
+air-gapped machine. The timeline has a time axis with ticks and a grid, zooms (wheel) and pans
+(drag), and a legend; Perfetto stays the tool for millions of slices.
+
+Any trace draws, whatever its strings hold:
+
+* The embedded JSON is pure ASCII with ``<``, ``>`` and ``&`` written as ``\\u003c`` escapes, so
+  no string (``</script>``, ``<!--<script>``) can change how the HTML parser reads the page, and
+  U+2028/U+2029 are escaped too.
+* Only finite numbers are embedded (a slice whose ``ts`` or ``dur`` is NaN, infinite or
+  negative is left out and counted), so the page's ``JSON.parse`` never throws.
+* Strings that cannot be encoded (a lone surrogate, as ``os.fsdecode`` makes of a name that is
+  not UTF-8) are shown escaped, as ``\\udcff``.
 
 The timeline draws at most :data:`MAX_SLICES` slices (the longest ones) so that a browser
 stays responsive; the table always counts every slice.
@@ -12,11 +22,20 @@ stays responsive; the table always counts every slice.
 
 from __future__ import annotations
 
+import colorsys
 import html
 import json
+import math
+import os
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MAX_SLICES", "render"]
+from ._files import Written, check_path, refuse_overlap, replacing
+from ._format import read_trace
+
+__all__ = ["MAX_SLICES", "colours", "render", "write_report_file"]
 
 MAX_SLICES: Final = 20_000
 """Slices drawn on the timeline: a browser lays out tens of thousands of elements in well
@@ -24,12 +43,130 @@ under a second; past that the page would stall for no insight the table does not
 
 _QUANTILES: Final = (("median", 0.5), ("p90", 0.9), ("p99", 0.99))
 
+_PALETTE: Final = 24
+"""Colours in the smallest palette: eight hues 45 degrees apart at three lightnesses, so two
+slots differ in hue by 45 degrees or in lightness by a step. More names double it (the
+golden angle placing the added hues between the others), as often as needed."""
 
-def _duration_ns(event: dict[str, Any]) -> int:
-    args = event.get("args")
-    if isinstance(args, dict) and isinstance(args.get("duration_ns"), int):
-        return int(args["duration_ns"])
-    return round(float(event.get("dur", 0)) * 1000)
+_LEGEND: Final = 40
+"""Names in the legend, by total time; the table lists them all."""
+
+_ARG_ITEMS: Final = 20
+"""Items of one args object (or array) a tooltip shows; the rest are summarised."""
+
+
+def text(value: object) -> str:
+    """``value`` as a string that UTF-8 can always encode (lone surrogates escaped)."""
+    string = value if isinstance(value, str) else str(value)
+    return string.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value) if abs(value) < 1e300 else math.inf
+    return number if math.isfinite(number) else None
+
+
+def _clean(value: object, depth: int = 0) -> object:
+    """``value`` made embeddable: finite numbers, encodable strings, bounded size."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        # Beyond 2^53 JavaScript rounds an integer; NaN and infinities are not JSON.
+        keep = math.isfinite(value) if isinstance(value, float) else abs(value) < 2**53
+        return value if keep else repr(value)
+    if isinstance(value, dict | list) and depth < 4:
+        items = list(value.items() if isinstance(value, dict) else enumerate(value))
+        shown = [(text(k), _clean(v, depth + 1)) for k, v in items[:_ARG_ITEMS]]
+        if len(items) > _ARG_ITEMS:
+            shown.append(("\u2026", f"{len(items) - _ARG_ITEMS} more"))
+        return dict(shown) if isinstance(value, dict) else [v for _, v in shown]
+    return "\u2026" if isinstance(value, dict | list) else text(value)
+
+
+def _key(value: object) -> int | str:
+    # pid and tid as the trace has them; anything that is not an int or a string (a JSON
+    # array, an object) is one odd key of its type.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value
+    return f"<{type(value).__name__}>"
+
+
+def _order(value: int | str) -> tuple[int, int, str]:
+    return (0, value, "") if isinstance(value, int) else (1, 0, value)
+
+
+@dataclass(slots=True)
+class _Slice:
+    pid: int | str
+    tid: int | str
+    name: str
+    ts: float
+    dur: float
+    duration_ns: int
+    bound_ns: float | None
+    args: object
+    depth: int = 0
+
+
+def _duration_ns(args: object, dur: float) -> int:
+    if isinstance(args, dict):
+        value = args.get("duration_ns")
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+            return value
+    return round(dur * 1000)
+
+
+def _slices(events: Iterable[dict[str, Any]]) -> tuple[list[_Slice], int]:
+    """The complete events that can be drawn, and how many others were left out."""
+    kept: list[_Slice] = []
+    left_out = 0
+    for event in events:
+        if event.get("ph") != "X":
+            continue
+        ts = _finite(event.get("ts"))
+        dur = _finite(event.get("dur", 0))
+        if ts is None or dur is None or dur < 0:
+            left_out += 1
+            continue
+        args = event.get("args")
+        bound = _finite(args.get("uncertainty_ns")) if isinstance(args, dict) else None
+        name = event.get("name", "")
+        kept.append(
+            _Slice(
+                _key(event.get("pid", 0)),
+                _key(event.get("tid", 0)),
+                text(name),
+                ts,
+                dur,
+                _duration_ns(args, dur),
+                bound,
+                _clean(args) if isinstance(args, dict) else {},
+            )
+        )
+    return kept, left_out
+
+
+def _nest(slices: list[_Slice]) -> None:
+    """Set each slice's depth from what encloses it on its track, as Perfetto stacks them.
+
+    Read from the times, not from an ``args.depth`` that a foreign trace may not have (or may
+    state wrongly): a slice is inside another when it starts before the other ends.
+    """
+    by_track: dict[tuple[int | str, int | str], list[_Slice]] = {}
+    for item in slices:
+        by_track.setdefault((item.pid, item.tid), []).append(item)
+    for track in by_track.values():
+        track.sort(key=lambda s: (s.ts, -s.dur))
+        ends: list[float] = []
+        for item in track:
+            while ends and ends[-1] <= item.ts:
+                ends.pop()
+            item.depth = len(ends)
+            ends.append(item.ts + item.dur)
 
 
 def _nearest_rank(ordered: list[int], q: float) -> int:
@@ -46,12 +183,47 @@ def format_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def _table(slices: list[dict[str, Any]]) -> str:
+def colours(names: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """A (background, text) colour per name, each name its own and the same in every report.
+
+    A name's hash (CRC-32 of its UTF-8) picks its slot in a fixed palette, so it keeps its
+    colour from one report to the next; two names whose hashes pick one slot in the
+    same report take the next free ones, in hash order (so the order of the trace does not
+    matter). The palette has 24 slots, doubled until every name has its own.
+    """
+    unique = sorted({(zlib.crc32(name.encode("utf-8", "surrogatepass")), name) for name in names})
+    size = _PALETTE
+    while size < len(unique):
+        size *= 2
+    taken: set[int] = set()
+    chosen: dict[str, tuple[str, str]] = {}
+    for digest, name in unique:
+        slot = digest % size
+        while slot in taken:
+            slot = (slot + 1) % size
+        taken.add(slot)
+        chosen[name] = _slot_colour(slot)
+    return chosen
+
+
+def _slot_colour(slot: int) -> tuple[str, str]:
+    band, rest = divmod(slot % _PALETTE, 8)
+    # Slots past the first palette sit between its hues, each offset by the golden angle.
+    offset = (slot // _PALETTE) * 137.50776405 + band * 15
+    hue = (rest * 45 + offset) % 360
+    lightness = (0.45, 0.68, 0.30)[band]
+    red, green, blue = colorsys.hls_to_rgb(hue / 360, lightness, 0.65)
+    luminance = 0.2126 * red**2.2 + 0.7152 * green**2.2 + 0.0722 * blue**2.2
+    background = "#{:02x}{:02x}{:02x}".format(*(round(c * 255) for c in (red, green, blue)))
+    return background, ("#111111" if luminance > 0.3 else "#ffffff")
+
+
+def _table(slices: list[_Slice]) -> str:
     by_name: dict[str, list[int]] = {}
-    for event in slices:
-        by_name.setdefault(str(event.get("name", "")), []).append(_duration_ns(event))
+    for item in slices:
+        by_name.setdefault(item.name, []).append(item.duration_ns)
     rows = []
-    for name, durations in sorted(by_name.items(), key=lambda item: -sum(item[1])):
+    for name, durations in sorted(by_name.items(), key=lambda item: (-sum(item[1]), item[0])):
         durations.sort()
         cells = [
             str(len(durations)),
@@ -72,19 +244,72 @@ def _table(slices: list[dict[str, Any]]) -> str:
     return f"<table id='stats'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _tracks(events: list[dict[str, Any]]) -> tuple[dict[Any, str], dict[tuple[Any, Any], str]]:
-    processes: dict[Any, str] = {}
-    threads: dict[tuple[Any, Any], str] = {}
+@dataclass(slots=True)
+class _Process:
+    name: str
+    rank: int | None = None
+    sort_index: int | None = None
+
+    def order(self, pid: int | str) -> tuple[int, int, tuple[int, int, str]]:
+        if self.rank is not None:
+            return (0, self.rank, _order(pid))
+        return (1, self.sort_index or 0, _order(pid))
+
+
+def _tracks(
+    events: list[dict[str, Any]],
+) -> tuple[dict[int | str, _Process], dict[tuple[int | str, int | str], str]]:
+    processes: dict[int | str, _Process] = {}
+    threads: dict[tuple[int | str, int | str], str] = {}
     for event in events:
         if event.get("ph") != "M":
             continue
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
-        assert isinstance(args, dict)
-        if event.get("name") == "process_name":
-            processes[event.get("pid")] = str(args.get("name", ""))
-        elif event.get("name") == "thread_name":
-            threads[(event.get("pid"), event.get("tid"))] = str(args.get("name", ""))
+        raw = event.get("args")
+        args: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        pid = _key(event.get("pid", 0))
+        kind = event.get("name")
+        if kind == "process_name":
+            process = processes.setdefault(pid, _Process(""))
+            process.name = text(args.get("name", ""))
+            rank = args.get("rank")
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                process.rank = rank
+        elif kind == "process_sort_index":
+            index = args.get("sort_index")
+            if isinstance(index, int) and not isinstance(index, bool):
+                processes.setdefault(pid, _Process(f"pid {pid}")).sort_index = index
+        elif kind == "thread_name":
+            threads[(pid, _key(event.get("tid", 0)))] = text(args.get("name", ""))
     return processes, threads
+
+
+def _process_table(
+    rows: list[dict[str, Any]], keys: list[tuple[int | str, int | str]], slices: list[_Slice]
+) -> str:
+    """Per process (per rank in a distributed job): tracks, slices and busy time."""
+    names = {key[0]: row["process"] for key, row in zip(keys, rows, strict=True)}
+    if len(names) < 2:
+        return ""
+    counts: dict[int | str, list[float]] = {pid: [0, 0, 0] for pid in names}
+    for key in keys:
+        counts[key[0]][0] += 1
+    for item in slices:
+        count = counts[item.pid]
+        count[1] += 1
+        if item.depth == 0:
+            count[2] += item.duration_ns
+    body = "".join(
+        f"<tr><th scope='row'>{html.escape(names[pid])}</th><td>{int(c[0])}</td>"
+        f"<td>{int(c[1]):,}</td><td>{format_ns(c[2])}</td></tr>"
+        for pid, c in counts.items()
+    )
+    head = "".join(
+        f"<th scope='col'>{h}</th>" for h in ("process", "tracks", "slices", "busy (outermost)")
+    )
+    return (
+        "<h2>Per process</h2>\n"
+        f"<table id='processes'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
 
 
 def _count(n: int, noun: str) -> str:
@@ -92,57 +317,124 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun if n == 1 else plural}"
 
 
+def _embed(data: object) -> str:
+    """``data`` as JSON that can sit inside a ``<script>`` element whatever its strings hold."""
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _legend(slices: list[_Slice], palette: dict[str, tuple[str, str]]) -> str:
+    totals: dict[str, int] = {}
+    for item in slices:
+        totals[item.name] = totals.get(item.name, 0) + item.duration_ns
+    ordered = sorted(totals, key=lambda name: (-totals[name], name))
+    entries = "".join(
+        f"<li><span class='swatch' style='background:{palette[name][0]}'></span>"
+        f"{html.escape(name) or '<i>(no name)</i>'}</li>"
+        for name in ordered[:_LEGEND]
+    )
+    more = (
+        f"<li class='more'>and {len(ordered) - _LEGEND:,} more (see the table)</li>"
+        if len(ordered) > _LEGEND
+        else ""
+    )
+    return f"<ul id='legend' aria-label='Colours by name'>{entries}{more}</ul>" if entries else ""
+
+
 def render(document: dict[str, Any], title: str) -> str:
-    """The HTML page for ``document`` (a parsed trace), titled ``title``."""
-    events = [e for e in document["traceEvents"] if isinstance(e, dict)]
-    slices = [e for e in events if e.get("ph") == "X" and isinstance(e.get("ts"), int | float)]
+    """The HTML page for ``document`` (a parsed trace), titled ``title``.
+
+    Total over anything :func:`~eventapi.trace._format.read_trace` returns: what cannot be
+    drawn is left out and counted, never raised.
+    """
+    events = [e for e in document.get("traceEvents", ()) if isinstance(e, dict)]
+    slices, left_out = _slices(events)
+    _nest(slices)
     processes, threads = _tracks(events)
-    drawn = sorted(slices, key=lambda e: -float(e.get("dur", 0)))[:MAX_SLICES]
-    keys = sorted({(e.get("pid"), e.get("tid")) for e in slices}, key=repr)
-    rows = [
-        {
-            "process": processes.get(pid, f"pid {pid}"),
-            "track": threads.get((pid, tid), f"tid {tid}"),
-        }
-        for pid, tid in keys
-    ]
+    drawn = sorted(slices, key=lambda s: -s.dur)[:MAX_SLICES]
+    no_process = _Process("")
+    keys = sorted(
+        {(s.pid, s.tid) for s in slices},
+        key=lambda k: (processes.get(k[0], no_process).order(k[0]), _order(k[1])),
+    )
+    rows = []
+    for pid, tid in keys:
+        process = processes.get(pid)
+        rows.append(
+            {
+                "process": process.name if process and process.name else f"pid {pid}",
+                "track": threads.get((pid, tid)) or f"tid {tid}",
+            }
+        )
     index = {key: i for i, key in enumerate(keys)}
+    palette = colours(s.name for s in slices)
+    names = sorted({s.name for s in drawn})
+    name_index = {name: i for i, name in enumerate(names)}
     data = {
         "rows": rows,
+        "names": names,
+        "colours": [palette[name] for name in names],
+        # One array per slice: row, name, ts (us), dur (us), depth, bound (ns or null), args.
         "slices": [
-            {
-                "row": index[(e.get("pid"), e.get("tid"))],
-                "name": str(e.get("name", "")),
-                "ts": float(e["ts"]),
-                "dur": float(e.get("dur", 0)),
-                "depth": int(e.get("args", {}).get("depth", 0))
-                if isinstance(e.get("args"), dict)
-                else 0,
-                "args": e.get("args", {}),
-            }
-            for e in sorted(drawn, key=lambda e: float(e["ts"]))
+            [
+                index[(s.pid, s.tid)],
+                name_index[s.name],
+                s.ts,
+                s.dur,
+                s.depth,
+                s.bound_ns,
+                s.args,
+            ]
+            for s in sorted(drawn, key=lambda s: s.ts)
         ],
         "total": len(slices),
     }
-    # "</" inside the JSON would end the script element early.
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    note = (
-        f"<p class='note'>The timeline shows the {MAX_SLICES:,} longest of {len(slices):,} "
-        "slices; the table counts them all.</p>"
-        if len(slices) > MAX_SLICES
-        else ""
-    )
+    notes = []
+    if len(slices) > MAX_SLICES:
+        notes.append(
+            f"The timeline shows the {MAX_SLICES:,} longest of {len(slices):,} slices; the "
+            "table counts them all."
+        )
+    if left_out:
+        notes.append(
+            f"{_count(left_out, 'slice')} left out: a ts or dur that is not a finite, "
+            "non-negative number."
+        )
+    note = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes)
+    process_count = len({key[0] for key in keys} | set(processes)) or 1
     return _PAGE.format(
-        title=html.escape(title),
+        title=html.escape(text(title)),
         summary=html.escape(
             f"{_count(len(slices), 'slice')} on {_count(len(rows), 'track')} of "
-            f"{_count(len(processes) or 1, 'process')}"
+            f"{_count(process_count, 'process')}"
         ),
         note=note,
+        legend=_legend(slices, palette),
         table=_table(slices),
-        payload=payload,
+        processes=_process_table(rows, keys, slices),
+        payload=_embed(data),
         script=_SCRIPT,
     )
+
+
+def write_report_file(path: object, out: object = None) -> Written:
+    """:func:`eventapi.trace.write_report`, returning what it wrote."""
+    source = check_path(path, "path")
+    if out is None:
+        stem, extension = os.path.splitext(source)
+        target = (stem if extension.lower() == ".json" else source) + ".html"
+    else:
+        target = check_path(out, "out")
+    refuse_overlap([source], target)
+    document = read_trace(source, lenient=True)
+    page = render(document, title=os.path.basename(source))
+    with replacing(target) as file:
+        file.write(page)
+    # Counted as the page counts them.
+    slices, _ = _slices(e for e in document["traceEvents"] if isinstance(e, dict))
+    tracks = {(s.pid, s.tid) for s in slices}
+    processes = {pid for pid, _ in tracks}
+    return Written(target, len(processes), len(slices), len(tracks))
 
 
 _SCRIPT: Final = r"""
@@ -155,51 +447,213 @@ function fmt(ns) {
   for (const [u, s] of units) if (Math.abs(ns) >= s) return (ns / s).toPrecision(4) + " " + u;
   return Math.round(ns) + " ns";
 }
+function tickLabel(us, stepUs) {
+  // The unit of the step, and as many decimals as the step needs.
+  const units = [["s", 1e6], ["ms", 1e3], ["\u00b5s", 1], ["ns", 1e-3]];
+  for (const [u, size] of units) {
+    if (stepUs >= size || u === "ns") {
+      const decimals = Math.max(0, Math.ceil(-Math.log10(stepUs / size) - 1e-9));
+      return (us / size).toFixed(Math.min(decimals, 6)) + " " + u;
+    }
+  }
+}
+function niceStep(rawUs) {
+  const power = Math.pow(10, Math.floor(Math.log10(rawUs)));
+  for (const m of [1, 2, 5, 10]) if (m * power >= rawUs) return m * power;
+  return 10 * power;
+}
 function draw() {
   const data = JSON.parse(document.getElementById("trace-data").textContent);
   const box = document.getElementById("timeline");
   if (!data.slices.length) { box.textContent = "No slices in this trace."; return; }
+  const S = data.slices;  // [row, name, ts, dur, depth, bound, args]
   let t0 = Infinity, t1 = -Infinity;
-  for (const s of data.slices) { t0 = Math.min(t0, s.ts); t1 = Math.max(t1, s.ts + s.dur); }
-  const span = Math.max(t1 - t0, 1e-3);
-  const depths = data.rows.map(() => 0);
-  for (const s of data.slices) depths[s.row] = Math.max(depths[s.row], s.depth + 1);
+  for (const s of S) { t0 = Math.min(t0, s[2]); t1 = Math.max(t1, s[2] + s[3]); }
+  const full = Math.max(t1 - t0, 1e-3);
+  let v0 = t0, v1 = t0 + full;
+
+  const bar = document.createElement("div");
+  bar.className = "toolbar";
+  const reset = document.createElement("button");
+  reset.type = "button"; reset.id = "reset"; reset.textContent = "Reset zoom";
+  const hint = document.createElement("span");
+  hint.className = "hint";
+  hint.textContent = "wheel: zoom \u00b7 drag: pan \u00b7 double-click: reset \u00b7 " +
+    "times from the first slice \u00b7 the address keeps the view";
+  const shown = document.createElement("span");
+  shown.className = "shown";
+  bar.append(reset, hint, shown);
+
+  const head = document.createElement("div");
+  head.className = "axisrow";
+  const corner = document.createElement("div");
+  corner.className = "corner";
   const axis = document.createElement("div");
   axis.className = "axis";
-  axis.textContent = "0 \u2192 " + fmt(span * 1000);
-  box.appendChild(axis);
-  const lanes = data.rows.map((row, i) => {
+  head.append(corner, axis);
+
+  const lanes = document.createElement("div");
+  lanes.className = "lanes";
+  const grid = document.createElement("div");
+  grid.className = "grid";
+  lanes.appendChild(grid);
+  const depths = data.rows.map(() => 0);
+  for (const s of S) depths[s[0]] = Math.max(depths[s[0]], s[4] + 1);
+  let group = null;
+  const areas = data.rows.map((row, i) => {
+    if (row.process !== group) {
+      group = row.process;
+      const header = document.createElement("div");
+      header.className = "process";
+      header.textContent = row.process;
+      lanes.appendChild(header);
+    }
     const lane = document.createElement("div");
     lane.className = "row";
     const label = document.createElement("div");
     label.className = "label";
-    label.textContent = row.process + " \u00b7 " + row.track;
-    label.title = label.textContent;
+    label.title = row.process + " \u00b7 " + row.track;
+    label.textContent = row.track;
     const area = document.createElement("div");
     area.className = "area";
     area.style.height = (depths[i] * 18 + 2) + "px";
     lane.append(label, area);
-    box.appendChild(lane);
+    lanes.appendChild(lane);
     return area;
   });
-  const palette = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
-                   "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
-  const colours = new Map();
-  for (const s of data.slices) {
-    if (!colours.has(s.name)) colours.set(s.name, palette[colours.size % palette.length]);
+  box.append(bar, head, lanes);
+
+  const els = S.map((s, i) => {
     const el = document.createElement("div");
     el.className = "slice";
-    el.style.left = ((s.ts - t0) / span * 100) + "%";
-    el.style.width = Math.max(s.dur / span * 100, 0.05) + "%";
-    el.style.top = (s.depth * 18 + 1) + "px";
-    el.style.background = colours.get(s.name);
-    el.textContent = s.name;
-    const labels = Object.entries(s.args || {}).map(([k, v]) => k + ": " + v).join("\n");
-    el.title = s.name + "\n" + fmt(s.dur * 1000) + "\nat +" + fmt((s.ts - t0) * 1000) +
-      (labels ? "\n" + labels : "");
-    lanes[s.row].appendChild(el);
+    el.dataset.i = String(i);
+    el.style.top = (s[4] * 18 + 1) + "px";
+    const [background, ink] = data.colours[s[1]];
+    el.style.background = background;
+    el.style.color = ink;
+    el.textContent = data.names[s[1]];
+    areas[s[0]].appendChild(el);
+    return el;
+  });
+
+  function width() { return Math.max(areas[0].clientWidth, 1); }
+  function layout() {
+    const w = width(), scale = w / (v1 - v0);
+    for (let i = 0; i < S.length; i++) {
+      const s = S[i], el = els[i];
+      const x = (s[2] - v0) * scale, x2 = (s[2] + s[3] - v0) * scale;
+      if (x > w || x2 < 0) { el.style.display = "none"; continue; }
+      const left = Math.max(x, -1), right = Math.min(Math.max(x2, x + 1), w + 1);
+      el.style.display = "";
+      el.style.left = left + "px";
+      el.style.width = Math.max(right - left, 1) + "px";
+      el.style.borderWidth = right - left < 4 ? "0" : "";  // a sliver is all border otherwise
+    }
+    const step = niceStep((v1 - v0) / Math.max(2, Math.floor(w / 110)));
+    axis.textContent = ""; grid.textContent = "";
+    for (let t = Math.ceil((v0 - t0) / step) * step; t0 + t <= v1; t += step) {
+      const x = (t0 + t - v0) * scale;
+      const tick = document.createElement("div");
+      tick.className = "tick";
+      tick.style.left = x + "px";
+      tick.textContent = tickLabel(t, step);
+      axis.appendChild(tick);
+      const line = document.createElement("div");
+      line.className = "gridline";
+      line.style.left = x + "px";
+      grid.appendChild(line);
+    }
+    shown.textContent = "showing " + fmt((v1 - v0) * 1000) + " of " + fmt(full * 1000);
+    box.dataset.view = (v0 - t0).toFixed(3) + "," + (v1 - t0).toFixed(3);
   }
-  document.body.dataset.rendered = String(data.slices.length);
+  let pending = false;
+  function schedule() {
+    if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; layout(); }); }
+  }
+  function setView(a, b) {
+    const span = Math.min(Math.max(b - a, 1e-3), full);
+    a = Math.min(Math.max(a, t0), t0 + full - span);
+    v0 = a; v1 = a + span;
+    // The view in the address (microseconds from the first slice): a link that opens here.
+    history.replaceState(null, "", "#view=" + (v0 - t0).toFixed(3) + "," + (v1 - t0).toFixed(3));
+    schedule();
+  }
+  const asked = /[#&]view=([-\d.e+]+),([-\d.e+]+)/.exec(location.hash);
+  if (asked) {
+    const a = Number(asked[1]), b = Number(asked[2]);
+    if (isFinite(a) && isFinite(b) && b > a) {
+      const span = Math.min(Math.max(b - a, 1e-3), full);
+      v0 = Math.min(Math.max(t0 + a, t0), t0 + full - span); v1 = v0 + span;
+    }
+  }
+  function timeAt(clientX) {
+    const r = areas[0].getBoundingClientRect();
+    return v0 + (clientX - r.left) / width() * (v1 - v0);
+  }
+  lanes.addEventListener("wheel", (e) => {
+    e.preventDefault();
+    const delta = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
+    const factor = Math.exp(delta * 0.002), t = timeAt(e.clientX);
+    setView(t - (t - v0) * factor, t + (v1 - t) * factor);
+  }, {passive: false});
+  let drag = null;
+  lanes.addEventListener("mousedown", (e) => {
+    if (e.button !== 0) return;
+    drag = {x: e.clientX, v0: v0, v1: v1};
+    lanes.classList.add("dragging");
+    e.preventDefault();
+  });
+  window.addEventListener("mousemove", (e) => {
+    if (!drag) return;
+    const shift = (e.clientX - drag.x) / width() * (drag.v1 - drag.v0);
+    setView(drag.v0 - shift, drag.v1 - shift);
+  });
+  window.addEventListener("mouseup", () => { drag = null; lanes.classList.remove("dragging"); });
+  lanes.addEventListener("dblclick", () => setView(t0, t0 + full));
+  reset.addEventListener("click", () => setView(t0, t0 + full));
+  window.addEventListener("resize", schedule);
+
+  const tip = document.getElementById("tip");
+  function line(key, value) {
+    const row = document.createElement("div");
+    const k = document.createElement("span");
+    k.className = "k"; k.textContent = key;
+    row.append(k, document.createTextNode(" " + value));
+    tip.appendChild(row);
+  }
+  lanes.addEventListener("mouseover", (e) => {
+    const el = e.target.closest ? e.target.closest(".slice") : null;
+    if (!el || drag) return;
+    const s = S[Number(el.dataset.i)], row = data.rows[s[0]];
+    tip.textContent = "";
+    const name = document.createElement("strong");
+    name.textContent = data.names[s[1]] || "(no name)";
+    tip.appendChild(name);
+    line("duration", fmt(s[3] * 1000));
+    line("start", "+" + fmt((s[2] - t0) * 1000));
+    line("depth", String(s[4]));
+    line("bound", s[5] === null ? "not stated" : "\u00b1 " + fmt(s[5]));
+    line("track", row.process + " \u00b7 " + row.track);
+    for (const [k, v] of Object.entries(s[6] || {})) {
+      line(k, typeof v === "object" ? JSON.stringify(v) : String(v));
+    }
+    tip.hidden = false;
+  });
+  lanes.addEventListener("mousemove", (e) => {
+    if (tip.hidden) return;
+    const x = Math.min(e.clientX + 14, window.innerWidth - tip.offsetWidth - 4);
+    const y = e.clientY + 16 + tip.offsetHeight > window.innerHeight
+      ? e.clientY - tip.offsetHeight - 8 : e.clientY + 16;
+    tip.style.left = Math.max(x, 0) + "px";
+    tip.style.top = Math.max(y, 0) + "px";
+  });
+  lanes.addEventListener("mouseout", (e) => {
+    if (!e.relatedTarget || !e.relatedTarget.closest || !e.relatedTarget.closest(".slice")) {
+      tip.hidden = true;
+    }
+  });
+  layout();
+  document.body.dataset.rendered = String(S.length);
 }
 draw();
 """
@@ -211,15 +665,38 @@ _PAGE: Final = """<!DOCTYPE html>
 <style>
 body {{ font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }}
 h1 {{ font-size: 1.3em; }} h2 {{ font-size: 1.1em; margin-top: 1.5em; }}
-#timeline {{ border: 1px solid #ccc; padding: 4px; }}
-.axis {{ color: #666; font-size: 12px; margin-left: 260px; }}
+#timeline {{ border: 1px solid #ccc; padding: 4px; user-select: none; }}
+.toolbar {{ display: flex; gap: 1em; align-items: center; font-size: 12px; color: #555;
+  margin-bottom: 4px; }}
+.toolbar .shown {{ margin-left: auto; }}
+.axisrow {{ display: flex; height: 18px; border-bottom: 1px solid #999; }}
+.corner {{ width: 250px; flex: none; }}
+.axis {{ position: relative; flex: 1; overflow: hidden; font-size: 11px; color: #555; }}
+.tick {{ position: absolute; top: 1px; padding-left: 3px; border-left: 1px solid #999;
+  white-space: nowrap; }}
+.lanes {{ position: relative; cursor: grab; }}
+.lanes.dragging {{ cursor: grabbing; }}
+.grid {{ position: absolute; left: 250px; right: 0; top: 0; bottom: 0; pointer-events: none;
+  overflow: hidden; }}
+.gridline {{ position: absolute; top: 0; bottom: 0; border-left: 1px solid #eee; }}
+.process {{ font-weight: 600; font-size: 12px; padding: 4px 0 2px; border-top: 1px solid #bbb;
+  position: relative; background: #fafafa; }}
 .row {{ display: flex; border-top: 1px solid #eee; }}
-.label {{ width: 250px; flex: none; font-size: 12px; padding: 2px 10px 2px 0;
+.label {{ width: 240px; flex: none; font-size: 12px; padding: 2px 10px 2px 0;
   overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }}
-.area {{ position: relative; flex: 1; min-width: 0; }}
-.slice {{ position: absolute; height: 16px; color: #fff; font-size: 11px; line-height: 16px;
+.area {{ position: relative; flex: 1; min-width: 0; overflow: hidden; }}
+.slice {{ position: absolute; height: 16px; font-size: 11px; line-height: 16px;
   overflow: hidden; white-space: nowrap; border-radius: 2px; box-sizing: border-box;
-  padding: 0 3px; border: 1px solid rgba(0,0,0,.2); cursor: default; }}
+  padding: 0 3px; border: 1px solid rgba(0,0,0,.25); }}
+.slice:hover {{ outline: 2px solid #000; z-index: 1; }}
+#tip {{ position: fixed; z-index: 10; background: #fff; border: 1px solid #888;
+  box-shadow: 0 2px 6px rgba(0,0,0,.2); padding: 6px 8px; font-size: 12px; max-width: 480px;
+  pointer-events: none; overflow-wrap: anywhere; }}
+#tip .k {{ color: #666; }}
+#legend {{ list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 4px 14px;
+  font-size: 12px; }}
+#legend .swatch {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px;
+  vertical-align: -2px; border: 1px solid rgba(0,0,0,.25); }}
 table {{ border-collapse: collapse; }}
 th, td {{ padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; }}
 th[scope=row], thead th:first-child {{ text-align: left; }}
@@ -227,12 +704,15 @@ th[scope=row], thead th:first-child {{ text-align: left; }}
 </style></head>
 <body>
 <h1>{title}</h1>
-<p>{summary}. Hover a slice for its name, duration and labels; open the trace in Perfetto
-(ui.perfetto.dev) to zoom.</p>
+<p>{summary}. Hover a slice for its name, duration, start, depth and bound; for millions of
+slices, open the trace itself in Perfetto (ui.perfetto.dev).</p>
 <div id="timeline"></div>
+<div id="tip" hidden></div>
 {note}
+{legend}
 <h2>Per name</h2>
 {table}
+{processes}
 <script type="application/json" id="trace-data">{payload}</script>
 <script>{script}</script>
 </body></html>
