@@ -1,11 +1,17 @@
-"""eventapi.bench on host: a known delay is measured within the noise the result states.
+"""eventapi.bench on host: known delays are measured within the noise the result states.
 
-The known delay is a host function on the stream that spins on ``time.perf_counter_ns`` for
-exactly ``DELAY_NS`` (a spin, not a sleep: a sleeping thread wakes late by a scheduler's
-whim, a spinning one leaves within a loop iteration of its deadline). Around it, the host
-backend adds the dispatch of a host function; a bench of a host function that does nothing
-measures that floor, and the delay's median must lie between the delay and the delay plus the
-floor, within the two results' stated noise.
+A known delay is a host function on the stream that spins on ``time.perf_counter_ns`` for
+exactly its length (a spin, not a sleep: a sleeping thread wakes late by a scheduler's whim, a
+spinning one leaves within a loop iteration of its deadline). Around it, the host backend adds
+the dispatch of a host function; a bench of a host function that does nothing measures that
+floor, and a delay's median must lie between the delay and the delay plus the floor, within
+the two results' stated noise.
+
+The host backend's device is a Python thread on a shared CPU: when the machine is loaded, the
+operating system takes that CPU away mid-spin, and a spin whose deadline passes meanwhile
+ends late. That stretches the true median of the device's own time above the delay (by up to
+1 % of a 1 ms delay seen beside two busy loops on two cores): a property of the device, which
+no method can take out. The upper bounds allow :data:`LOAD_ALLOWANCE` of it on top.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import eventapi
 from eventapi.host import HostBackend
 
 DELAY_NS = 1_000_000  # 1 ms: long beside the dispatch floor (about a microsecond)
+LOAD_ALLOWANCE = 0.03  # of the delay: a loaded machine's late ends, three times the worst seen
 
 
 def spin(delay_ns: int) -> Callable[[], None]:
@@ -38,23 +45,45 @@ def launch(api: HostBackend, delay_ns: int) -> Callable[[object], None]:
 
 
 def test_a_known_delay_is_measured_within_the_stated_noise(host: HostBackend) -> None:
-    floor = eventapi.bench(launch(host, 0), api=host, warmup_ms=5, rep_ms=20)
+    floor = eventapi.bench(launch(host, 0), api=host, warmup_ms=5, rep_ms=20, calls_per_window=1)
     delay = eventapi.bench(launch(host, DELAY_NS), api=host, warmup_ms=5, rep_ms=50)
     assert delay.backend == "host"
+    assert floor.noise_ns is not None
+    assert delay.noise_ns is not None
     # Never shorter than the spin: both events bracket it on the stream.
     assert delay.min_ns >= DELAY_NS
-    # Above it by at most the dispatch floor, within the two results' stated noise. (The floor
-    # is an upper bound, not an offset to subtract: with a 1 ms call the worker thread is
-    # always busy, so the call pays no wake-up; the empty calls of the floor often do.)
+    # Above it by at most the dispatch floor, within the two results' stated noise, plus what
+    # a loaded machine adds to the device's own time (the module docstring).
     noise = delay.noise_ns + floor.noise_ns
-    assert DELAY_NS - noise <= delay.median_ns <= DELAY_NS + floor.median_ns + noise
-    # The repetitions fill rep_ms: about 50 calls of 1 ms (the estimate may double on a
-    # loaded machine, halving the count; it can never exceed the budget's 50).
-    assert 20 <= delay.n <= 50
+    assert DELAY_NS - noise <= delay.median_ns
+    assert delay.median_ns <= DELAY_NS * (1 + LOAD_ALLOWANCE) + floor.median_ns + noise
+    # At most the budget's 50 calls of 1 ms; at least the 10 the noise rule needs.
+    assert 10 <= delay.n <= 50
+    assert delay.calls_per_window == 1
     assert delay.min_ns <= delay.median_ns <= delay.max_ns
     assert delay.min_ns <= delay.mean_ns <= delay.max_ns
     assert delay.mad_ns <= delay.max_ns - delay.min_ns
     assert delay.noise_ns >= delay.resolution_ns
+    assert delay.interval_ns is not None
+    low, high = delay.interval_ns
+    assert low <= delay.median_ns <= high
+    assert max(delay.median_ns - low, high - delay.median_ns) == delay.noise_ns
+
+
+def test_readings_are_public_in_time_order_with_host_time_and_gaps(host: HostBackend) -> None:
+    result = eventapi.bench(launch(host, 200_000), api=host, warmup_ms=0, rep_ms=20)
+    assert len(result.readings_ns) == len(result.host_ns) == len(result.gaps_ns) == result.n
+    assert sorted(result.readings_ns) == [
+        result.quantile(i / result.n) for i in range(1, result.n + 1)
+    ]
+    assert result.gaps_ns[0] is None  # the first window follows the estimate's wait
+    assert all(g is None or g >= 0 for g in result.gaps_ns)
+    # The host only enqueues: far less than the 200 us the device spins.
+    assert result.host_median_ns < 200_000 / 2
+    assert result.launch_bound is False
+    assert result.warmup_n == 0
+    assert not result.steady
+    assert result.warnings == ()
 
 
 def test_quantiles_are_nearest_rank_readings(host: HostBackend) -> None:
@@ -80,11 +109,23 @@ def test_setup_runs_before_every_call_and_outside_its_timing(host: HostBackend) 
         calls.append("fn")
         launch(host, DELAY_NS)(stream)
 
-    result = eventapi.bench(fn, api=host, setup=setup, warmup_ms=0, rep_ms=10)
+    began = time.perf_counter_ns()
+    result = eventapi.bench(fn, api=host, setup=setup, warmup_ms=0, rep_ms=30)
+    spent = time.perf_counter_ns() - began
     assert calls == ["setup", "fn"] * (len(calls) // 2)
     # Setup's 4 ms are not in the readings: each is the 1 ms call and its dispatch. (The
     # median: one reading may be stretched by the spinning thread losing its CPU.)
     assert result.median_ns < 2 * DELAY_NS
+    assert result.setup_median_ns is not None
+    assert result.setup_median_ns >= 4 * DELAY_NS
+    # Nor in the gaps: the device idles only between windows, not through setup's work.
+    assert result.gap_median_ns is not None
+    assert result.gap_median_ns < DELAY_NS
+    # Setup's time counts in the budget: 30 ms buys 6 iterations of 5 ms, not 30 calls; the
+    # run goes past rep_ms only as far as reaching 6 readings takes.
+    assert result.n == 6
+    assert result.stopped_by == "time"
+    assert spent < 200 * DELAY_NS  # the estimate, the first call and 6 iterations: ~75 ms
 
 
 def test_the_stream_given_is_used_and_left_open(host: HostBackend) -> None:
@@ -100,6 +141,12 @@ def test_bad_budgets_and_a_failing_fn_leave_nothing_behind(host: HostBackend) ->
         eventapi.bench(launch(host, 0), api=host, rep_ms=0)
     with pytest.raises(ValueError, match="warmup_ms >= 0"):
         eventapi.bench(launch(host, 0), api=host, warmup_ms=float("nan"))
+    with pytest.raises(ValueError, match="noise_target >= 0"):
+        eventapi.bench(launch(host, 0), api=host, noise_target=-1)
+    with pytest.raises(ValueError, match="min_n >= 6"):
+        eventapi.bench(launch(host, 0), api=host, min_n=5)
+    with pytest.raises(ValueError, match="calls_per_window=1 or no setup"):
+        eventapi.bench(launch(host, 0), api=host, setup=launch(host, 0), calls_per_window=2)
 
     def failing(stream: object) -> None:
         raise RuntimeError("boom")

@@ -1,0 +1,188 @@
+"""What :func:`eventapi.bench` hands back: :class:`BenchResult`, and :class:`Comparison`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Final, Literal, final
+
+from ._stats import CONFIDENCE, MIN_N, median_interval, nearest_rank
+
+__all__ = ["BenchResult", "Comparison", "StoppedBy", "summarize"]
+
+StoppedBy = Literal["noise", "time", "limit"]
+"""Which rule ended the timed calls: the target noise was reached (``"noise"``), the time cap
+``rep_ms`` was (``"time"``), or the longer run taken to reach 6 readings was (``"limit"``)."""
+
+_EACH_SIDE: Final = math.sqrt(CONFIDENCE)
+"""A comparison's two medians each get an interval at this confidence, so that both cover at
+once with probability at least ``CONFIDENCE`` (the two runs are independent)."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """``a.compare(b)``: how ``a``'s median time relates to ``b``'s, with a 95 % interval.
+
+    ``ratio`` is ``a.median_ns / b.median_ns``; ``[low, high]`` covers the true ratio of the
+    typical calls with probability at least 95 % (each median's distribution-free interval at
+    97.5 %, widened by its timer resolution, divided crosswise). ``None`` bounds when either
+    result has fewer than 7 readings (no 97.5 % interval exists). ``high`` may be ``inf`` when
+    ``b``'s interval reaches zero. Users receive comparisons; they never build one.
+    """
+
+    ratio: float
+    low: float | None
+    high: float | None
+
+    @property
+    def verdict(self) -> Literal["faster", "slower", "same"]:
+        """``"faster"`` when ``a`` is faster than ``b`` at 95 % (``high < 1``), ``"slower"``
+        when ``low > 1``, else ``"same"`` (the interval holds 1, or there is none)."""
+        if self.high is not None and self.high < 1.0:
+            return "faster"
+        if self.low is not None and self.low > 1.0:
+            return "slower"
+        return "same"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class BenchResult:
+    """What :func:`eventapi.bench` measured: ``n`` device readings of one call, in nanoseconds.
+
+    Each reading is one window's device time divided by ``calls_per_window`` (rounded), so
+    every ``*_ns`` field is per call. ``min_ns``, ``median_ns`` (nearest rank: the lower
+    middle of an even count), ``mean_ns`` (integer division) and ``max_ns`` are exact over
+    the readings; :meth:`quantile` is nearest-rank too.
+
+    The noise: ``interval_ns`` is a 95 % confidence interval of the typical call's time (the
+    true median), distribution-free: the readings at the exact binomial ranks, widened by the
+    timer's resolution per call (``resolution_ns``). ``noise_ns`` is its larger half-width
+    around ``median_ns``. Below 6 readings no distribution-free 95 % interval exists: both are
+    ``None``, ``warnings`` says so, and ``min_ns``/``max_ns`` are all that bounds the median.
+    ``mad_ns`` is the readings' median absolute deviation (their typical spread, not the
+    median's noise).
+
+    Beside each reading, in time order: ``host_ns``, the host's time to enqueue the call
+    (``fn`` plus the window's two records, per call), and ``gaps_ns``, how long the device sat
+    idle between the previous window's end and this one's start (``setup``'s device work left
+    out, per call; ``None`` for the first window of each readback batch, which follows a
+    wait). ``launch_bound`` is the verdict that the device waited for the host (see
+    ``docs/bench.md``; ``None`` with too few unheld windows to tell). Users receive results;
+    they never build one.
+    """
+
+    n: int
+    min_ns: int
+    median_ns: int
+    mean_ns: int
+    max_ns: int
+    noise_ns: int | None
+    mad_ns: int
+    resolution_ns: int
+    backend: str
+    interval_ns: tuple[int, int] | None = None
+    readings_ns: tuple[int, ...] = field(default=(), repr=False)
+    host_ns: tuple[int, ...] = field(default=(), repr=False)
+    gaps_ns: tuple[int | None, ...] = field(default=(), repr=False)
+    host_median_ns: int = 0
+    gap_median_ns: int | None = None
+    setup_median_ns: int | None = None
+    calls_per_window: int = 1
+    held: bool = False
+    launch_bound: bool | None = None
+    stopped_by: StoppedBy = "time"
+    noise_target: float = 0.0
+    warmup_n: int = 0
+    steady: bool = False
+    elapsed_ns: int = 0
+    warnings: tuple[str, ...] = ()
+    _sorted: tuple[int, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def relative_noise(self) -> float | None:
+        """``noise_ns / median_ns`` (``inf`` for a zero median), or ``None`` without noise."""
+        if self.noise_ns is None:
+            return None
+        return self.noise_ns / self.median_ns if self.median_ns > 0 else math.inf
+
+    def quantile(self, q: float) -> int:
+        """The reading at quantile ``q`` (0 to 1), nearest rank. ValueError outside [0, 1]."""
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"a quantile lies in [0, 1], got {q!r}")
+        return nearest_rank(self._sorted, q)
+
+    def compare(self, other: BenchResult) -> Comparison:
+        """This result's median time over ``other``'s, with its 95 % interval."""
+        mine = _bounds(self)
+        theirs = _bounds(other)
+        ratio = self.median_ns / other.median_ns if other.median_ns > 0 else math.inf
+        if mine is None or theirs is None:
+            return Comparison(ratio=ratio, low=None, high=None)
+        low = mine[0] / theirs[1] if theirs[1] > 0 else 0.0
+        high = mine[1] / theirs[0] if theirs[0] > 0 else math.inf
+        return Comparison(ratio=ratio, low=low, high=high)
+
+    def describe(self) -> str:
+        """The result in one line, as ``eventapi bench`` prints it."""
+        if self.noise_ns is None:
+            low, high = _t(self.min_ns), _t(self.max_ns)
+            spread = f"(no 95 % interval below {MIN_N} readings; range {low} to {high})"
+        else:
+            spread = f"± {_t(self.noise_ns)} (95 %)"
+        batch = self.calls_per_window
+        parts = [
+            f"{_t(self.median_ns)} {spread}",
+            f"median of {self.n}" + (f" x {batch} calls" if batch > 1 else ""),
+            f"min {_t(self.min_ns)}",
+            f"max {_t(self.max_ns)}",
+            f"host {_t(self.host_median_ns)}/call",
+        ]
+        if self.gap_median_ns is not None:
+            parts.append(f"gap {_t(self.gap_median_ns)}")
+        if self.launch_bound:
+            parts.append("launch-bound")
+        if self.held:
+            parts.append("stream held")
+        parts.append(f"stopped by {self.stopped_by} after {self.elapsed_ns / 1e9:.2f} s")
+        parts.append(f"warm-up {self.warmup_n}" + (" (steady)" if self.steady else " (not steady)"))
+        return f"{self.backend}: " + ", ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        """Every field but the sorted copy, JSON-ready (tuples as lists)."""
+        out: dict[str, object] = {}
+        for name in BenchResult.__dataclass_fields__:
+            if name.startswith("_"):
+                continue
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def _bounds(result: BenchResult) -> tuple[int, int] | None:
+    bounds = median_interval(result._sorted, _EACH_SIDE)
+    if bounds is None:
+        return None
+    return max(0, bounds[0] - result.resolution_ns), bounds[1] + result.resolution_ns
+
+
+def _t(ns: int) -> str:
+    """A duration for a person: three significant figures in ns, us, ms or s."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns} ns"
+
+
+def summarize(
+    readings: list[int], resolution_ns: int
+) -> tuple[tuple[int, ...], int, int | None, tuple[int, int] | None]:
+    """Sorted readings, the median, its noise and its interval (``None`` below 6 readings)."""
+    ordered = tuple(sorted(readings))
+    median = nearest_rank(ordered, 0.5)
+    bounds = median_interval(ordered)
+    if bounds is None:
+        return ordered, median, None, None
+    low, high = bounds[0] - resolution_ns, bounds[1] + resolution_ns
+    return ordered, median, max(median - low, high - median), (max(0, low), high)

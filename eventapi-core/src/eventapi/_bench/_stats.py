@@ -1,0 +1,111 @@
+"""The statistics of a benchmark, on readings alone: no backend, no clock.
+
+* :func:`median_ranks`: the order statistics that bound a distribution-free confidence
+  interval of the median, from the exact binomial distribution (the count of readings below
+  the true median is Binomial(n, 1/2) whatever the readings' distribution, for continuous
+  readings; with ties the closed interval only covers more often).
+* :func:`trend`: the Mann-Kendall test, distribution-free too, for the warm-up's steady state.
+
+Nothing here knows what a reading is; the coverage study in ``benchmarks/bench_coverage.py``
+checks these functions on draws of known distributions.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+from typing import Final
+
+__all__ = ["CONFIDENCE", "MIN_N", "median_interval", "median_ranks", "nearest_rank", "trend"]
+
+CONFIDENCE: Final = 0.95
+"""The confidence of every interval a result states."""
+
+MIN_N: Final = 6
+"""The fewest readings with a distribution-free 95 % interval of the median: with ``n``
+readings the widest one, from the smallest to the largest, covers with probability
+``1 - 2**(1 - n)``, which first reaches 95 % at n = 6 (96.9 %; n = 5 gives 93.8 %)."""
+
+_EXACT_UP_TO: Final = 1000
+"""Up to this n the binomial tail is summed in exact integers; above it in floats (through
+``lgamma``), whose relative error (about 1e-12) cannot move a rank."""
+
+_Z_TRENDS: Final = 1.959964
+"""The normal quantile of a two-sided 5 % test."""
+
+
+@lru_cache(maxsize=256)
+def median_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
+    """The 1-based ranks ``(l, n + 1 - l)`` of the shortest symmetric interval of the median.
+
+    ``[x(l), x(n+1-l)]`` covers the true median with probability
+    ``1 - 2 P(B <= l - 1)``, ``B ~ Binomial(n, 1/2)``, at least ``confidence``, and ``l`` is the
+    largest rank for which it does. ``None`` when no such interval exists (n < 6 at 95 %).
+    """
+    if n < 1:
+        return None
+    alpha = (1.0 - confidence) / 2.0
+    k = _last_tail_rank(n, alpha)
+    if k < 0:
+        return None
+    return k + 1, n - k
+
+
+def _last_tail_rank(n: int, alpha: float) -> int:
+    """The largest ``k`` with ``P(B <= k) <= alpha``, or -1 if even ``P(B = 0)`` exceeds it."""
+    if n <= _EXACT_UP_TO:
+        # Exact: compare sum C(n, j) with alpha * 2**n in integers (alpha as a fraction).
+        share = Fraction(alpha).limit_denominator(10**9)
+        limit = share.numerator << n
+        total = 0
+        for j in range(n + 1):
+            total += math.comb(n, j)
+            if total * share.denominator > limit:
+                return j - 1
+        return n  # unreachable for alpha < 1/2
+    # Terms below n/2 - 8 sqrt(n)/2 add less than 1e-28: start there, in log space.
+    start = max(0, math.floor(n / 2 - 4 * math.sqrt(n)))
+    log_half = n * math.log(2.0)
+    lg_n = math.lgamma(n + 1)
+    total_f = 0.0
+    for j in range(start, n + 1):
+        total_f += math.exp(lg_n - math.lgamma(j + 1) - math.lgamma(n - j + 1) - log_half)
+        if total_f > alpha:
+            return j - 1
+    return n
+
+
+def nearest_rank(ordered: tuple[int, ...] | list[int], q: float) -> int:
+    """The reading at quantile ``q`` of sorted readings, nearest rank (the lower middle)."""
+    return ordered[max(1, math.ceil(len(ordered) * q)) - 1]
+
+
+def median_interval(
+    ordered: tuple[int, ...] | list[int], confidence: float = CONFIDENCE
+) -> tuple[int, int] | None:
+    """The readings that bound the median's interval at ``confidence``, or ``None`` (n < 6)."""
+    ranks = median_ranks(len(ordered), confidence)
+    if ranks is None:
+        return None
+    return ordered[ranks[0] - 1], ordered[ranks[1] - 1]
+
+
+def trend(readings: list[int]) -> bool:
+    """Whether the readings, in time order, trend up or down (Mann-Kendall, two-sided 5 %).
+
+    ``S`` counts the pairs that rise minus those that fall; under no trend it is centred on 0
+    with variance ``n (n - 1) (2n + 5) / 18``. Ties lower the true variance, so leaving out
+    their correction makes the test slower to call a trend, never quicker. Needs n >= 3.
+    """
+    n = len(readings)
+    s = 0
+    for i in range(n - 1):
+        x = readings[i]
+        for y in readings[i + 1 :]:
+            s += (y > x) - (y < x)
+    variance = n * (n - 1) * (2 * n + 5) / 18
+    if s == 0 or variance <= 0:
+        return False
+    z = (abs(s) - 1) / math.sqrt(variance)  # continuity correction
+    return z > _Z_TRENDS

@@ -1,0 +1,197 @@
+"""eventapi.bench's rules on host: when it stops, what it flags, launch gaps, the hold, batches.
+
+Known delays are host functions that spin for their length on the stream's worker (see
+``test_bench.py``). Where a test needs the host to take time enqueuing a call, that time is
+spent yielding the GIL (``time.sleep(0)`` until a deadline): the host backend's device is a
+Python thread, and a host that spins holding the GIL would stall the device it feeds.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from test_bench import LOAD_ALLOWANCE, launch, spin
+
+import eventapi
+from eventapi.host import HostBackend
+
+
+def busy_host(delay_ns: int) -> None:
+    """Host work of ``delay_ns`` that leaves the GIL to the device thread."""
+    deadline = time.perf_counter_ns() + delay_ns
+    while time.perf_counter_ns() < deadline:
+        time.sleep(0)
+
+
+def test_a_steady_delay_reaches_the_noise_target_and_stops_early(host: HostBackend) -> None:
+    began = time.perf_counter_ns()
+    result = eventapi.bench(launch(host, 1_000_000), api=host, noise_target=0.01, rep_ms=2000)
+    spent = time.perf_counter_ns() - began
+    assert result.stopped_by == "noise"
+    assert result.relative_noise is not None
+    assert result.relative_noise <= 0.01
+    assert result.n >= 10  # min_n
+    # Early: a 1 % noise on a steady spin takes tens of calls, not the 2 s cap (a loaded
+    # machine's stretched readings may call for a few hundred; 1 s leaves room for them).
+    assert result.elapsed_ns < 1_000_000_000
+    assert spent < 1_500_000_000
+    assert result.warnings == ()
+
+
+def test_a_noisy_delay_hits_the_time_cap_and_says_so(host: HostBackend) -> None:
+    # Uniform over 0.5-1.5 ms: a 1 % noise of the median would take thousands of calls.
+    rng = random.Random(7)
+
+    def noisy(stream: object) -> None:
+        host.stream_launch_host_func(stream, spin(rng.randint(500_000, 1_500_000)))
+
+    result = eventapi.bench(noisy, api=host, warmup_ms=0, rep_ms=40)
+    assert result.stopped_by == "time"
+    assert result.relative_noise is not None
+    assert result.relative_noise > 0.01
+    assert any("time cap (40 ms)" in w and "raise rep_ms" in w for w in result.warnings)
+    # The cap is wall time: the timed phase ends within one call (1.5 ms) and one readback of
+    # it (a few ms on a loaded machine) of 40 ms.
+    assert 30_000_000 <= result.elapsed_ns <= 60_000_000
+
+
+def test_a_call_longer_than_the_budget_is_flagged_with_its_range(host: HostBackend) -> None:
+    # 20 ms calls against rep_ms=5: the longer run (10 x rep_ms) buys 2 or 3 readings.
+    result = eventapi.bench(launch(host, 20_000_000), api=host, warmup_ms=0, rep_ms=5)
+    assert result.n < 6
+    assert result.noise_ns is None
+    assert result.interval_ns is None
+    assert result.relative_noise is None
+    assert result.stopped_by == "limit"
+    assert any("no distribution-free 95 % interval" in w for w in result.warnings)
+    assert f"range from {result.min_ns} to {result.max_ns} ns" in result.warnings[0]
+    assert "no 95 % interval below 6 readings" in result.describe()
+    assert result.compare(result).low is None
+
+
+def test_the_run_goes_past_rep_ms_to_reach_six_readings(host: HostBackend) -> None:
+    # 3 ms calls against rep_ms=5: one would fit; the longer run reaches the 6 of an interval.
+    result = eventapi.bench(launch(host, 3_000_000), api=host, warmup_ms=0, rep_ms=5)
+    assert result.n == 6
+    assert result.noise_ns is not None
+    assert result.stopped_by == "time"
+
+
+def launch_bound_call(api: HostBackend) -> Callable[[object], None]:
+    """200 us of host time to enqueue 20 us of device work."""
+
+    def fn(stream: object) -> None:
+        busy_host(200_000)
+        api.stream_launch_host_func(stream, spin(20_000))
+
+    return fn
+
+
+def test_a_launch_bound_call_is_reported_and_the_hold_reads_its_device_time(
+    host: HostBackend,
+) -> None:
+    free = eventapi.bench(launch_bound_call(host), api=host, warmup_ms=5, rep_ms=40)
+    assert free.launch_bound is True
+    assert any("launch-bound" in w and "hold_stream=True" in w for w in free.warnings)
+    # Left free, the stream waits for the host: each reading holds the 200 us of host time.
+    assert free.median_ns > 200_000
+
+    held = eventapi.bench(
+        launch_bound_call(host), api=host, warmup_ms=5, rep_ms=40, hold_stream=True
+    )
+    floor = eventapi.bench(
+        launch(host, 0), api=host, warmup_ms=5, rep_ms=20, hold_stream=True, calls_per_window=1
+    )
+    assert held.held
+    assert held.launch_bound is True
+    assert held.noise_ns is not None
+    assert floor.noise_ns is not None
+    # Held, the calls run back to back: 20 us, plus at most a host function's dispatch (the
+    # floor, held as well), within the two results' noise and the load allowance.
+    noise = held.noise_ns + floor.noise_ns
+    assert 20_000 - noise <= held.median_ns
+    assert held.median_ns <= 20_000 * (1 + LOAD_ALLOWANCE) + floor.median_ns + noise
+    assert held.host_median_ns > 200_000  # the host time is still reported beside it
+
+
+def test_a_device_bound_call_is_not_launch_bound(host: HostBackend) -> None:
+    result = eventapi.bench(launch(host, 500_000), api=host, warmup_ms=0, rep_ms=20)
+    assert result.launch_bound is False
+    assert not any("launch-bound" in w for w in result.warnings)
+
+
+def test_the_hold_refuses_an_fn_that_synchronizes_its_stream(host: HostBackend) -> None:
+    def syncing(stream: object) -> None:
+        launch(host, 10_000)(stream)
+        host.stream_synchronize(stream)  # would wait for the hold forever
+
+    began = time.perf_counter_ns()
+    with pytest.raises(ValueError, match="waits for its own stream") as caught:
+        eventapi.bench(syncing, api=host, hold_stream=True)
+    assert "hold_stream=False" in str(caught.value)
+    # Found by one probing call behind a 1 s hold, not a hang.
+    assert time.perf_counter_ns() - began < 5_000_000_000
+
+
+def test_the_hold_needs_host_functions() -> None:
+    from eventapi import UnsupportedError
+
+    class NoHostFunc:
+        BACKEND = "plain"
+
+    with pytest.raises(UnsupportedError, match="SupportsHostFunc"):
+        eventapi.bench(lambda s: None, api=NoHostFunc(), hold_stream=True)  # type: ignore[arg-type]
+
+
+def test_batch_mode_times_a_sub_microsecond_call_within_its_noise(host: HostBackend) -> None:
+    """An empty host function, held: its dispatch is about a microsecond per call or less."""
+    before = reference_per_call(host)
+    empty = eventapi.bench(launch(host, 0), api=host, hold_stream=True, rep_ms=50)
+    floor = eventapi.bench(lambda s: None, api=host, hold_stream=True, rep_ms=50)
+    assert empty.calls_per_window > 1
+    assert floor.calls_per_window > 1
+    assert empty.noise_ns is not None
+    assert floor.noise_ns is not None
+    assert empty.resolution_ns < 1_000  # the timer's tick, shared by the calls of a window
+    # The reference: one window of many back-to-back calls, where the window's own floor and
+    # the timer's tick weigh nothing, taken before and after the bench (the machine's load
+    # moves a host function's cost between runs; the two bracket that drift).
+    low, high = sorted((before, reference_per_call(host)))
+    noise = empty.noise_ns + floor.noise_ns
+    assert low - noise - floor.median_ns <= empty.median_ns <= high + noise + floor.median_ns
+    assert empty.median_ns < 5_000
+
+
+def reference_per_call(api: HostBackend, calls: int = 20_000) -> int:
+    """One held window of ``calls`` empty host functions, five times: the median per call."""
+    readings = []
+    with eventapi.EventProfiler(api) as prof:
+        for _ in range(5):
+            gate = threading.Event()
+            api.stream_launch_host_func(prof.stream, gate.wait)
+            with prof.window("many"):
+                for _ in range(calls):
+                    api.stream_launch_host_func(prof.stream, _nothing)
+            gate.set()
+        readings = sorted(s.duration_ns for s in prof.collect())
+    return readings[2] // calls
+
+
+def _nothing() -> None:
+    pass
+
+
+def test_a_comparison_states_which_is_faster(host: HostBackend) -> None:
+    short = eventapi.bench(launch(host, 300_000), api=host, warmup_ms=0, rep_ms=30)
+    long = eventapi.bench(launch(host, 600_000), api=host, warmup_ms=0, rep_ms=30)
+    both = short.compare(long)
+    assert both.low is not None
+    assert both.high is not None
+    assert both.low <= both.ratio <= both.high
+    assert both.verdict == "faster"
+    assert long.compare(short).verdict == "slower"
+    assert short.compare(short).verdict == "same"
