@@ -2,8 +2,10 @@
 
 STAGE is ``import``, ``hook``, ``probe`` or ``load``; ACT is ``raise``, ``exit`` (``sys.exit(3)``),
 ``print`` (to ``sys.stdout`` and to file descriptor 1, then carries on), ``hang`` (until the test
-sets ``eventapi_fake_hostile_gate.RELEASE``) or ``crash`` (a segfault in native code). Without
-the variable it is a sound backend of priority 80.
+sets ``eventapi_fake_hostile_gate.RELEASE``), ``wait`` (writes ``hostile plugin waits in STAGE``
+to file descriptor 2, then hangs: a slow, healthy plugin that another process can see is
+running) or ``crash`` (a segfault in native code). Without the variable it is a sound backend
+of priority 80.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def _misbehave(stage: str) -> None:
             print(f"hostile plugin prints from {stage}")
             sys.stdout.flush()
             os.write(1, f"hostile plugin writes to fd 1 from {stage}\n".encode())
-        if act == "hang":
+        if act == "wait":
+            os.write(2, f"hostile plugin waits in {stage}\n".encode())
+        if act in ("hang", "wait"):
             gate.ENTERED.set()
             gate.RELEASE.wait()
         if act == "crash":

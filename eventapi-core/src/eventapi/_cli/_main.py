@@ -27,7 +27,7 @@ from typing import TextIO
 from .. import __version__
 from .._errors import EventApiError
 from .._plugins._discovery import KNOWN_HINTS, backends
-from .._plugins._selection import ENV_BACKEND, preview
+from .._plugins._selection import ENV_BACKEND, passed_over, preview
 from .._plugins._spec import BackendInfo
 
 __all__ = ["main"]
@@ -54,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print a JSON list of objects with the keys name, distribution, version, "
         "priority, status, reason, install_hint",
+    )
+    listing.add_argument(
+        "--retry",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="lift the quarantine of backend NAME (one whose plugin crashed the process while "
+        "it was probed), so that it runs again in this listing; may be repeated",
     )
 
     check = commands.add_parser(
@@ -152,7 +160,7 @@ def _public_name(exc: BaseException) -> str:
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
 
 
-def _default_line() -> tuple[str, bool]:
+def _default_line(rows: Sequence[BackendInfo]) -> tuple[str, bool]:
     """The line saying what ``eventapi.backend()`` would do, and whether it would succeed."""
     try:
         name, device, source = preview()
@@ -160,7 +168,24 @@ def _default_line() -> tuple[str, bool]:
         return f"default: none; eventapi.backend() would raise {_public_name(exc)}: {exc}", False
     selected = name if device is None else f"{name}:{device}"
     why = f"from {ENV_BACKEND}" if source == ENV_BACKEND else "the usable backend of top priority"
-    return f"default: {selected} ({why})", True
+    line = f"default: {selected} ({why})"
+    if source != ENV_BACKEND:
+        over = [row.name for row in passed_over(rows, name)]
+        if over:
+            line += f"; eventapi.backend() warns that it passes over broken {', '.join(over)}"
+    return line, True
+
+
+def _retry(names: Sequence[str]) -> None:
+    """Lift the quarantine of ``names``, saying on stderr what was removed."""
+    from .._plugins import _quarantine
+
+    for name in names:
+        removed = _quarantine.lift(name)
+        if removed:
+            print(f"eventapi: {name} runs again; removed {', '.join(removed)}", file=sys.stderr)
+        else:
+            print(f"eventapi: {name} was not quarantined", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -198,10 +223,11 @@ def _stdout_kept_for_us() -> Iterator[TextIO]:
             os.close(saved)
 
 
-def _backends(as_json: bool) -> int:
+def _backends(as_json: bool, retry: Sequence[str] = ()) -> int:
+    _retry(retry)
     with _stdout_kept_for_us() as out:
         rows = backends()
-        default, would_work = _default_line()
+        default, would_work = _default_line(rows)
         if as_json:
             out.write(json.dumps([_as_json(row) for row in rows], indent=2) + "\n")
             if not would_work:
@@ -243,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "backends":
-            status = _backends(args.json)
+            status = _backends(args.json, args.retry)
         elif args.command == "check":
             status = _check(list(args.names), args.json, args.trace)
         else:

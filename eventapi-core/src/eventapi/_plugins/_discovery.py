@@ -71,6 +71,8 @@ from ._spec import (
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
+    from . import _quarantine
+
 __all__ = [
     "DEFAULT_PLUGIN_TIMEOUT",
     "ENV_DISABLE_AUTOLOAD",
@@ -80,6 +82,8 @@ __all__ = [
     "KNOWN_HINTS",
     "autoload",
     "backends",
+    "check_name",
+    "check_spec",
     "entry",
     "generation",
     "refresh",
@@ -123,6 +127,8 @@ class _Candidate(NamedTuple):
     load_plugin: Callable[[], object]
     # This package's own host plugin: runs inline, unguarded, on the caller's thread.
     embedded: bool = False
+    # Registered in code (register), not found through an entry point.
+    in_code: bool = False
 
     @property
     def label(self) -> str:
@@ -141,13 +147,40 @@ class _BrokenPluginError(Exception):
     """A plugin failed one of discovery's checks; the message is the row's reason."""
 
 
+_TRUE: Final = ("1", "true", "yes", "on")
+_FALSE: Final = ("", "0", "false", "no", "off")
+
+
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if value in _FALSE:
+        return False
+    if value not in _TRUE:
+        logger().warning(
+            "%s=%r is not one of %s (set) or %s (not set); taken as set",
+            name,
+            raw,
+            ", ".join(_TRUE),
+            ", ".join(repr(v) for v in _FALSE),
+        )
+    return True
 
 
 def _blocked_names() -> frozenset[str]:
     raw = os.environ.get(ENV_DISABLE_PLUGINS, "")
-    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+    names = frozenset(part.strip() for part in raw.split(",") if part.strip())
+    odd = sorted(name for name in names if _NAME_RE.fullmatch(name) is None)
+    if odd:
+        logger().warning(
+            "%s=%r: %s not a backend name, so it blocks nothing; separate names with commas "
+            "and give no device (%s)",
+            ENV_DISABLE_PLUGINS,
+            raw,
+            ", ".join(repr(name) for name in odd),
+            "for example EVENTAPI_DISABLE_PLUGINS=cuda,hip",
+        )
+    return names
 
 
 def _budget() -> float:
@@ -166,6 +199,15 @@ def _budget() -> float:
             DEFAULT_PLUGIN_TIMEOUT,
         )
         return DEFAULT_PLUGIN_TIMEOUT
+    if value > threading.TIMEOUT_MAX:
+        # A wait for longer than the platform's thread timeouts allow raises OverflowError.
+        logger().warning(
+            "%s=%r is more seconds than a thread can wait; using %g",
+            ENV_PLUGIN_TIMEOUT,
+            raw,
+            threading.TIMEOUT_MAX,
+        )
+        return threading.TIMEOUT_MAX
     return value
 
 
@@ -192,7 +234,17 @@ class _Run:
     later is dropped, so every caller sees one answer.
     """
 
-    __slots__ = ("_candidate", "_claimed", "_deadline", "_done", "_entry", "_lock", "spec", "stage")
+    __slots__ = (
+        "_candidate",
+        "_claimed",
+        "_deadline",
+        "_done",
+        "_entry",
+        "_guard",
+        "_lock",
+        "spec",
+        "stage",
+    )
 
     def __init__(self, candidate: _Candidate, budget: float) -> None:
         self._candidate = candidate
@@ -201,9 +253,10 @@ class _Run:
         self._lock = threading.Lock()
         self._claimed = False
         self._entry: _Entry | None = None
-        # Written by the plugin's thread as it goes, read for a timeout's message.
+        # Written by the plugin's thread as it goes (advance), read for a timeout's message.
         self.stage = f"importing {candidate.target}"
         self.spec: BackendSpec | None = None
+        self._guard: _quarantine.Guard | None = None
 
     @property
     def finished(self) -> bool:
@@ -228,11 +281,25 @@ class _Run:
 
         candidate = self._candidate
         try:
-            with _quarantine.Guard(candidate.name, candidate.distribution, candidate.version):
+            guard = _quarantine.Guard(candidate.name, candidate.distribution, candidate.version)
+            with guard:
+                self._guard = guard
+                guard.stage(self.stage)
                 entry = _resolve(candidate, self)
         except BaseException as exc:  # _resolve reports the plugin's own errors
             entry = _Entry((_broken(candidate, f"discovery failed: {_describe(exc)}"),), None)
+        finally:
+            self._guard = None
         self._publish(entry)
+
+    def advance(self, stage: str, spec: BackendSpec | None = None) -> None:
+        """Say what the plugin runs now (and its spec, once known); on the plugin's thread."""
+        if spec is not None:
+            self.spec = spec
+        self.stage = stage
+        guard = self._guard
+        if guard is not None:
+            guard.stage(stage, spec.priority if spec is not None else None)
 
     def _publish(self, entry: _Entry) -> _Entry:
         with self._lock:
@@ -354,6 +421,29 @@ class _Scan:
             new_run.start()
         return known
 
+    def reclaimed(self, name: str, code: _Candidate | None) -> _Scan:
+        """A copy in which ``name`` is claimed by ``code`` (if any) and its entry points.
+
+        What was learnt of ``name`` is dropped; what was learnt of the others is kept.
+        """
+        claims = dict(self.claims)
+        found = [c for c in claims.pop(name, []) if not c.in_code]
+        if code is not None:
+            found.insert(0, code)
+        if found:
+            claims[name] = found
+        copy = _Scan(
+            autoload=self.autoload,
+            blocked=self.blocked,
+            budget=self.budget,
+            claims=claims,
+            refused=self.refused,
+        )
+        with self._lock:
+            copy._decided = {k: v for k, v in self._decided.items() if k != name}
+            copy._runs = {k: v for k, v in self._runs.items() if k != name}
+        return copy
+
     def entry(self, name: str) -> _Entry | None:
         found = self.prepare(name)
         if isinstance(found, _Run):
@@ -388,8 +478,14 @@ def _decide(name: str, candidates: list[_Candidate], blocked: frozenset[str]) ->
 
     crashed = _quarantine.crashed_before(name, candidate.distribution, candidate.version)
     if crashed is not None:
-        return _Entry((_broken(candidate, crashed),), None)
+        return _Entry((_broken(candidate, crashed.reason, priority=crashed.priority),), None)
     return None
+
+
+# importlib.metadata's own form of an entry point's value, "module[:attr][ [extras]]", which
+# its load() matches without checking, so a value of another form fails there with an
+# AttributeError that names neither the entry point nor the fix.
+_VALUE_RE: Final = re.compile(r"[\w.]+\s*(?::\s*[\w.]+\s*)?(?:\[.*\]\s*)?")
 
 
 def _refusal(candidate: _Candidate) -> str | None:
@@ -406,6 +502,11 @@ def _refusal(candidate: _Candidate) -> str | None:
         return (
             f"the name {name!r} is reserved for {owner}, this project's own backend; "
             f"rename the entry point (for example {name}-{_normalize(candidate.distribution)})"
+        )
+    if _VALUE_RE.fullmatch(candidate.target) is None:
+        return (
+            f"entry point {name!r} has the value {candidate.target!r}, which is not a module "
+            "('package.module', or 'package.module:attribute'); set it to the plugin's module"
         )
     return None
 
@@ -454,13 +555,14 @@ class _Registry:
     code runs. ``_generation`` counts what was forgotten, for selection to compare.
     """
 
-    __slots__ = ("_code", "_generation", "_lock", "_scan")
+    __slots__ = ("_code", "_generation", "_lock", "_registrations", "_scan")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._code: dict[str, _Candidate] = {}
         self._scan: _Scan | None = None
         self._generation = 0
+        self._registrations = 0
 
     @property
     def generation(self) -> int:
@@ -468,26 +570,31 @@ class _Registry:
 
     def register(self, candidate: _Candidate) -> None:
         name = candidate.name
-        if name in RESERVED_NAMES:
-            raise ValueError(
-                f"{name!r} is reserved for {RESERVED_NAMES[name]}, this project's own backend; "
-                "register the plugin under another name"
-            )
-        if _NAME_RE.fullmatch(name) is None:
-            raise ValueError(f"{name!r} is not a backend name (pattern {NAME_PATTERN})")
+        check_name(name)
         with self._lock:
             if name in self._code:
                 raise ValueError(
-                    f"a plugin for backend {name!r} is already registered in code; "
-                    "unregister it first"
+                    f"a backend {name!r} is already registered in code; unregister it first"
                 )
             self._code[name] = candidate
-            self._forget()
+            self._reclaim(name)
+            self._registrations += 1
 
-    def unregister(self, name: str) -> None:
+    def unregister(self, name: str) -> bool:
         with self._lock:
-            self._code.pop(name, None)
-            self._forget()
+            found = self._code.pop(name, None) is not None
+            if found:
+                self._reclaim(name)
+                self._registrations += 1
+        return found
+
+    def _reclaim(self, name: str) -> None:
+        # Called with the lock held. Only this name's claims change: what discovery knows of
+        # every other backend stays (its plugin is not run again, its objects stay cached).
+        # (A scan being read meanwhile is not kept: scan() compares the generation, and a
+        # registration changes it too, though selection keeps its objects of other names.)
+        if self._scan is not None:
+            self._scan = self._scan.reclaimed(name, self._code.get(name))
 
     def refresh(self) -> None:
         with self._lock:
@@ -499,14 +606,15 @@ class _Registry:
 
     def scan(self) -> _Scan:
         with self._lock:
-            scan, generation, code = self._scan, self._generation, list(self._code.values())
+            scan, code = self._scan, list(self._code.values())
+            seen = (self._generation, self._registrations)
         if scan is not None:
             return scan
         # Two first callers may both read; the first to finish is kept. Reading costs
         # milliseconds and runs no plugin code, so that beats making one wait on the other.
         fresh = _read(code)
         with self._lock:
-            if self._scan is None and self._generation == generation:
+            if self._scan is None and (self._generation, self._registrations) == seen:
                 self._scan = fresh
             return self._scan or fresh
 
@@ -522,8 +630,7 @@ def _resolve(candidate: _Candidate, run: _Run | None) -> _Entry:
     try:
         spec = _load_spec(candidate, run)
         if run is not None:
-            run.spec = spec
-            run.stage = "in its probe"
+            run.advance("in its probe", spec)
         reason = _probe(spec)
     except _BrokenPluginError as exc:
         logger().debug("backend %r (%s) is broken: %s", candidate.name, candidate.label, exc)
@@ -546,7 +653,7 @@ def _load_spec(candidate: _Candidate, run: _Run | None) -> BackendSpec:
         logger().debug("importing %s failed", candidate.target, exc_info=True)
         raise _BrokenPluginError(f"cannot import {candidate.target}: {_describe(exc)}") from exc
     if run is not None:
-        run.stage = "in its eventapi_backends hook"
+        run.advance("in its eventapi_backends hook")
     # A manager of its own: pluggy's is not thread-safe, and only this plugin's hook must run.
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(_Hooks)
@@ -575,6 +682,30 @@ def _load_spec(candidate: _Candidate, run: _Run | None) -> BackendSpec:
         logger().debug("eventapi_backends of %s raised", candidate.target, exc_info=True)
         raise _BrokenPluginError(f"eventapi_backends raised {_describe(exc)}") from exc
     return _check_specs(candidate, specs)
+
+
+def check_name(name: str) -> None:
+    """Raise ValueError unless ``name`` may be registered in code (a free, valid name)."""
+    if name in RESERVED_NAMES:
+        raise ValueError(
+            f"{name!r} is reserved for {RESERVED_NAMES[name]}, this project's own backend; "
+            "register the backend under another name"
+        )
+    if not isinstance(name, str) or _NAME_RE.fullmatch(name) is None:
+        raise ValueError(
+            f"{name!r} is not a backend name (letters, digits, '_', '.', '-', starting with a "
+            "letter, digit or '_')"
+        )
+
+
+def check_spec(spec: BackendSpec) -> None:
+    """Raise ValueError unless ``spec`` is a sound BackendSpec, as discovery checks a plugin's."""
+    check_name(spec.name)
+    candidate = _Candidate(spec.name, "(registered in code)", "", repr(spec.name), lambda: None)
+    try:
+        _check_specs(candidate, [spec])
+    except _BrokenPluginError as exc:
+        raise ValueError(f"BackendSpec {spec.name!r}: {exc}") from None
 
 
 def _from_entry_point(ep: EntryPoint) -> _Candidate:
@@ -763,19 +894,21 @@ def register(
 ) -> None:
     """Register a plugin object (a module of hook implementations) for backend ``name`` in code.
 
-    Private: for tests and embedding applications. A plugin registered here survives
+    What :func:`eventapi.register_backend` builds on. A plugin registered here survives
     ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and :func:`refresh`; its hook and probe run as any
-    plugin's do, off the caller's thread within the budget. Raises ValueError if ``name`` is
-    already registered in code, is reserved (``host``, ``cuda``, ``hip``) or is not a backend
-    name.
+    plugin's do, off the caller's thread within the budget, and what discovery knows of every
+    other name is kept. Raises ValueError if ``name`` is already registered in code, is reserved
+    (``host``, ``cuda``, ``hip``) or is not a backend name.
     """
     target = getattr(plugin, "__name__", repr(plugin))
-    _registry.register(_Candidate(name, distribution, version, target, lambda: plugin))
+    _registry.register(
+        _Candidate(name, distribution, version, target, lambda: plugin, in_code=True)
+    )
 
 
-def unregister(name: str) -> None:
-    """Remove a plugin registered in code; no-op when none is."""
-    _registry.unregister(name)
+def unregister(name: str) -> bool:
+    """Remove the plugin registered in code for ``name``; False when there is none."""
+    return _registry.unregister(name)
 
 
 def refresh() -> None:

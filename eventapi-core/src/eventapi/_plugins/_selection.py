@@ -28,18 +28,26 @@ from __future__ import annotations
 import os
 import re
 import threading
+import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 
 from .._errors import BackendError, BackendNotFoundError, BackendUnavailableError
 from .._protocol import PROTOCOL_METHODS
 from . import _discovery
-from ._discovery import ENV_DISABLE_AUTOLOAD, ENV_DISABLE_PLUGINS, KNOWN_HINTS, _describe
-from ._spec import ENTRY_POINT_GROUP, NAME_PATTERN, BackendSpec
+from ._discovery import (
+    ENV_DISABLE_AUTOLOAD,
+    ENV_DISABLE_PLUGINS,
+    KNOWN_HINTS,
+    _describe,
+    _normalize,
+)
+from ._spec import ENTRY_POINT_GROUP, NAME_PATTERN, RESERVED_NAMES, BackendInfo, BackendSpec
 
 if TYPE_CHECKING:
     from .._protocol import EventApi
 
-__all__ = ["ENV_BACKEND", "backend", "choose", "preview"]
+__all__ = ["ENV_BACKEND", "backend", "choose", "forget", "passed_over", "preview"]
 
 ENV_BACKEND: Final = "EVENTAPI_BACKEND"
 
@@ -145,6 +153,13 @@ class _Loaded:
         cell.done.set()
         return obj
 
+    def forget(self, name: str) -> None:
+        """Drop the objects of backend ``name`` (not closed; whoever holds one keeps it)."""
+        with self._lock:
+            cells = self._current()
+            for key in [key for key in cells if key[0] == name]:
+                del cells[key]
+
     def after_fork(self) -> None:
         self._lock = threading.Lock()
         self._cells = {}
@@ -184,8 +199,19 @@ def backend(name: str | None = None) -> EventApi[Any, Any]:
         BackendError: the plugin is broken (timed out included) or its name is claimed twice;
             or no name was given and two usable backends tie for the top priority (the message
             says how to choose).
+
+    Warns:
+        RuntimeWarning: no name was given (argument or variable) and a broken plugin (one
+            that crashed, timed out or failed to import included) could have been chosen
+            ahead of the one that was: its priority, 0 when it could not say, is at least the
+            chosen one's. The warning names it and its error; choosing a backend by name, or
+            blocking the broken one with ``EVENTAPI_DISABLE_PLUGINS``, silences it.
     """
     chosen, device, source = choose(name)
+    if source == "priority":
+        over = passed_over(_discovery.backends(), chosen)
+        if over:
+            warnings.warn(_passed_over_message(chosen, over), RuntimeWarning, stacklevel=2)
     asked = (chosen, device)
     obj = _loaded.get(asked)
     if obj is not None:
@@ -208,6 +234,7 @@ def choose(name: str | None = None) -> tuple[str, int | None, str]:
             raise TypeError(f"backend name must be a str, got {type(name).__name__}")
         parsed, device = _parse(name, f"backend name {name!r}")
         return parsed, device, "argument"
+    # The variable may carry the blanks a shell or a file leaves around a value.
     value = os.environ.get(ENV_BACKEND, "").strip()
     if value:
         parsed, device = _parse(value, f"{ENV_BACKEND}={value!r}")
@@ -231,6 +258,48 @@ def choose(name: str | None = None) -> tuple[str, int | None, str]:
     return top[0].name, None, "priority"
 
 
+def passed_over(rows: Sequence[BackendInfo], chosen: str) -> list[BackendInfo]:
+    """The broken rows that could have been chosen ahead of ``chosen`` by priority.
+
+    A broken row qualifies when its priority (0 when the plugin could not say) is at least
+    the chosen backend's, and it claims another name, one it may have (not a name reserved
+    for another distribution).
+    """
+    top = max((row.priority for row in rows if row.name == chosen and row.usable), default=0)
+    return [
+        row
+        for row in rows
+        if row.status.startswith("broken: ")
+        and row.priority >= top
+        and row.name != chosen
+        and not _impostor(row)
+    ]
+
+
+def _impostor(row: BackendInfo) -> bool:
+    # A reserved name claimed by another distribution: never selectable under that name, so
+    # not a backend the user would have had.
+    owner = RESERVED_NAMES.get(row.name)
+    return owner is not None and _normalize(row.distribution) != owner
+
+
+def _passed_over_message(chosen: str, over: Sequence[BackendInfo]) -> str:
+    what = "; ".join(
+        f"{row.name!r} ({row.distribution} {row.version}, priority {row.priority}) is {row.status}"
+        for row in over
+    )
+    return (
+        f"eventapi.backend() chose {chosen!r} by priority, but {what}. Fix it (the error says "
+        f"how; `eventapi backends` shows every row), or choose with eventapi.backend(NAME) or "
+        f"{ENV_BACKEND}=NAME, or block it with {ENV_DISABLE_PLUGINS}"
+    )
+
+
+def forget(name: str) -> None:
+    """Drop the cached objects of backend ``name``, as when its registration changes."""
+    _loaded.forget(name)
+
+
 def preview(name: str | None = None) -> tuple[str, int | None, str]:
     """What :func:`backend` would do, short of loading: its choice, or the error it would raise.
 
@@ -246,7 +315,7 @@ def preview(name: str | None = None) -> tuple[str, int | None, str]:
 
 
 def _parse(text: str, subject: str) -> tuple[str, int | None]:
-    match = _NAME_RE.fullmatch(text.strip())
+    match = _NAME_RE.fullmatch(text)
     if match is None:
         raise ValueError(f"{subject} is not of the form {_FORM}")
     device = match.group("device")
@@ -265,7 +334,7 @@ def _usable_spec(name: str, source: str) -> BackendSpec:
     subject = f"backend {name!r}" + (f" (from {ENV_BACKEND})" if source == ENV_BACKEND else "")
     entry = _discovery.entry(name)
     if entry is None:
-        raise BackendNotFoundError(_not_found(name, subject))
+        raise BackendNotFoundError(_not_found(name, subject, source))
     row = entry.rows[0]
     where = f"{row.distribution} {row.version}".strip()
     if row.status == "blocked":
@@ -293,12 +362,11 @@ def _usable_elsewhere(name: str) -> str:
     )
 
 
-def _not_found(name: str, subject: str) -> str:
-    installed = (
-        ", ".join(f"{row.name} ({row.status.split(':')[0]})" for row in _discovery.backends())
-        or "none"
-    )
-    message = f"{subject} is not installed; installed backends: {installed}"
+def _not_found(name: str, subject: str, source: str) -> str:
+    rows = _discovery.backends()
+    installed = ", ".join(f"{row.name} ({row.status.split(':')[0]})" for row in rows) or "none"
+    suggestion = _did_you_mean(name, rows, source)
+    message = f"{subject} is not installed{suggestion}; installed backends: {installed}"
     hint = KNOWN_HINTS.get(name)
     if hint:
         message += f". Install it with: {hint}"
@@ -313,6 +381,23 @@ def _not_found(name: str, subject: str) -> str:
             "unset it to find them"
         )
     return message
+
+
+def _did_you_mean(name: str, rows: Sequence[BackendInfo], source: str) -> str:
+    """ "; did you mean 'cuda'?" for a name close to one installed or published, else ""."""
+    # Imported here: only a name that is not found pays for difflib.
+    import difflib
+
+    names = {row.name.lower(): row.name for row in rows}
+    for known in KNOWN_HINTS:
+        names.setdefault(known, known)
+    if names.get(name.lower()) == name:
+        del names[name.lower()]  # a published backend that is not installed: not a typo
+    close = [names[n] for n in difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.6)]
+    if not close:
+        return ""
+    spell = (lambda n: f"{ENV_BACKEND}={n}") if source == ENV_BACKEND else repr
+    return "; did you mean " + " or ".join(spell(n) for n in close) + "?"
 
 
 def _load(spec: BackendSpec, device: int | None) -> Any:
