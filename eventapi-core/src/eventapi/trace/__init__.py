@@ -24,12 +24,14 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from .._profiling._profiler import EventProfiler, Span
 from ._files import check_path
 from ._format import TraceFile, Track, process_info, read_trace
 from ._merge import dump, merge_documents, merge_files
 
 if TYPE_CHECKING:
+    # Annotations only: traces sit below the profiler, which imports this package to export.
+    from .._profiling._profiler import EventProfiler
+    from .._profiling._span import Span
     from .._protocol import EventApi
 
 __all__ = ["TraceWriter", "export_chrome_trace", "gather_chrome_trace", "merge", "write_report"]

@@ -32,11 +32,13 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, Any, Final, final
+from typing import IO, TYPE_CHECKING, Any, Final, final
 
-from .._profiling._profiler import Span
 from ._files import Replacement, check_path
 from ._rank import process_title, rank_info
+
+if TYPE_CHECKING:
+    from .._profiling._span import Span  # an annotation: merge and report never load the profiler
 
 __all__ = [
     "FORMAT",
@@ -238,9 +240,17 @@ class TraceFile:
         pid = process["pid"]
         assert isinstance(pid, int)
         self._pid = pid
+        try:
+            self._header(process)
+        except BaseException:
+            self.discard()
+            raise
+
+    def _header(self, process: dict[str, object]) -> None:
+        pid = self._pid
         header = {"otherData": {"eventapi": process}, "displayTimeUnit": "ns"}
         # The object minus its closing brace, then the event array opened.
-        self._file.write(json.dumps(header)[:-1] + ',\n"traceEvents": [\n')
+        self._text(json.dumps(header)[:-1] + ',\n"traceEvents": [\n')
         names: dict[str, object] = {"name": process_title(str(process["host"]), pid, process)}
         rank = process.get("rank")
         if isinstance(rank, int):
@@ -258,7 +268,13 @@ class TraceFile:
             )
 
     def _write(self, event: dict[str, object]) -> None:
-        self._file.write(json.dumps(event, separators=(",", ":")) + ",\n")
+        self._text(json.dumps(event, separators=(",", ":")) + ",\n")
+
+    def _text(self, text: str) -> None:
+        try:
+            self._file.write(text)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write {self._path}: {exc.strerror}") from None
 
     def track(self, track: Track, **extra: object) -> int:
         """The ``tid`` of ``track``, announcing it (with ``extra`` in its args) on first use."""
@@ -313,7 +329,10 @@ class TraceFile:
 
     def flush(self) -> None:
         with self._lock:
-            self._file.flush()
+            try:
+                self._file.flush()
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot write {self._path}: {exc.strerror}") from None
 
     def discard(self) -> None:
         """Close without finishing: a ``replace`` trace leaves ``path`` as it was. Idempotent."""
@@ -340,9 +359,6 @@ class TraceFile:
             if replacement is not None:
                 try:
                     self._write_tail()
-                except OSError as exc:
-                    replacement.discard()
-                    raise OSError(exc.errno, f"cannot write {self._path}: {exc.strerror}") from None
                 except BaseException:
                     replacement.discard()
                     raise
@@ -362,7 +378,7 @@ class TraceFile:
             "tid": 0,
             "args": {"wall_clock": host_clock().as_json()},
         }
-        self._file.write(json.dumps(end, separators=(",", ":")) + "\n]}\n")
+        self._text(json.dumps(end, separators=(",", ":")) + "\n]}\n")
 
 
 _EMPTY_HINT: Final = "pass a trace written by eventapi or another Chrome trace exporter"
@@ -402,7 +418,11 @@ def read_trace(path: str | os.PathLike[str], *, lenient: bool = False) -> dict[s
         )
     events = document.get("traceEvents")
     if not isinstance(events, list):
-        what = "no traceEvents list" if events is None else f"a {json_type(events)} as traceEvents"
+        what = (
+            "no traceEvents list"
+            if events is None
+            else f"a JSON {json_type(events)} as traceEvents"
+        )
         raise ValueError(f"{where} has {what}; pass a Chrome Trace Event JSON file")
     return document
 
