@@ -92,16 +92,31 @@ def _parser() -> argparse.ArgumentParser:
         description="Merge traces into one: processes of one host exactly, several hosts "
         "through their wall clocks.",
     )
-    merge.add_argument("files", nargs="+", metavar="FILE", help="traces to merge")
-    merge.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged trace")
+    merge.add_argument("files", nargs="+", metavar="FILE", help="traces to merge, each once")
+    merge.add_argument(
+        "-o", "--output", required=True, metavar="OUT", help="the merged trace (not an input)"
+    )
+    merge.add_argument(
+        "--no-slice-args",
+        dest="slice_args",
+        action="store_false",
+        help="drop each slice's args (duration_ns, depth, uncertainty_ns) so that speedscope "
+        "aggregates slices by name",
+    )
     page = actions.add_parser(
         "report",
         help="write a self-contained HTML page: timeline and per-name statistics",
         description="Write one HTML file that loads nothing from the network: a timeline "
-        "per process and stream, and count, total, min, median, p90, p99, max per name.",
+        "per process and stream (zoom, pan, legend, tooltips), and count, total, min, "
+        "median, p90, p99, max per name.",
     )
     page.add_argument("file", metavar="FILE", help="the trace to report on")
-    page.add_argument("-o", "--output", required=True, metavar="OUT", help="the HTML file")
+    page.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="the HTML file (default: FILE with .html in place of .json, beside it)",
+    )
     return parser
 
 
@@ -251,16 +266,26 @@ def _check(names: list[str], as_json: bool, trace: str | None) -> int:
 
 def _trace(args: argparse.Namespace) -> int:
     # Imported here: the trace machinery costs nothing to the other commands.
-    from .. import trace
+    from ..trace._merge import merge_files
+    from ..trace._report import write_report_file
 
     try:
         if args.action == "merge":
-            trace.merge(args.files, args.output)
+            written = merge_files(args.files, args.output, slice_args=args.slice_args)
         else:
-            trace.write_report(args.file, args.output)
+            written = write_report_file(args.file, args.output)
     except (OSError, ValueError) as exc:
-        print(f"eventapi trace {args.action}: error: {exc}", file=sys.stderr)
+        # OSErrors raised by eventapi.trace name the file in their strerror already.
+        message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if isinstance(exc, OSError) and exc.filename is not None:
+            message = f"{exc.filename}: {message}"
+        print(f"eventapi trace {args.action}: error: {message}", file=sys.stderr)
         return 1
+    print(
+        f"wrote {written.path}: {written.slices:,} slice{'' if written.slices == 1 else 's'} "
+        f"on {written.tracks:,} track{'' if written.tracks == 1 else 's'} of "
+        f"{written.processes:,} process{'' if written.processes == 1 else 'es'}"
+    )
     return 0
 
 
