@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import pickle
 import subprocess
 import sys
 
 import pytest
+from emulated_driver import preload_env
 
 import eventapi
 from eventapi import (
@@ -184,3 +187,97 @@ def test_plugin_api_is_a_major_minor_pair() -> None:
     assert isinstance(major, int)
     assert isinstance(minor, int)
     assert eventapi.BackendSpec("x", load=lambda device: None).api_version == eventapi.PLUGIN_API
+
+
+# -- every public module's names, and what a backend object shows ---------------------------------
+
+# What each public submodule exports (API.md lists the modules; their docs list these names).
+MODULE_NAMES = {
+    "eventapi.driverkit": {
+        "CaptureCheckMixin",
+        "DriverBackend",
+        "DriverCalls",
+        "Event",
+        "EventQueryMixin",
+        "HostFuncMixin",
+        "LiveHandles",
+        "Stream",
+        "c_int_out",
+        "foreign_stream_handle",
+        "launch_host_func",
+        "ms_to_ns",
+        "open_driver_library",
+        "release_spare_events",
+    },
+    "eventapi.driverkit.probe": {"c_int_out", "installed_version", "open_driver_library"},
+    "eventapi.host": {"HostBackend"},
+    "eventapi.testing": {"Hold", "Kit", "Waiter"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(MODULE_NAMES))
+def test_each_public_module_exports_exactly_its_documented_names(module: str) -> None:
+    imported = importlib.import_module(module)
+    assert set(imported.__all__) == MODULE_NAMES[module]
+    assert len(imported.__all__) == len(MODULE_NAMES[module])
+    for name in imported.__all__:
+        assert getattr(imported, name) is not None
+
+
+def test_driverkits_face_shows_only_what_it_exports() -> None:
+    # Its names are imported when first read, as eventapi's are: dir() is what a reader sees.
+    import eventapi.driverkit
+
+    public = {n for n in dir(eventapi.driverkit) if n.isidentifier() and not n.startswith("_")}
+    assert public - {"annotations", "probe"} == MODULE_NAMES["eventapi.driverkit"]
+
+
+# The public attributes of every backend object eventapi.backend() returns: the protocol, the
+# optional capabilities it has, the fast path, and the documented extras. Nothing else, so that
+# nothing becomes public by accident (a helper of the fast path, a test aid).
+PROTOCOL = {
+    "BACKEND",
+    "event_create",
+    "event_destroy",
+    "event_record",
+    "event_wait",
+    "event_elapsed",
+    "stream_wait_event",
+    "stream_synchronize",
+    "stream_create_non_blocking",
+    "stream_destroy",
+}
+CAPABILITIES = {"event_query", "stream_is_capturing", "stream_launch_host_func"}
+FAST_PATH = {
+    "adopt_stream",
+    "event_record_new",
+    "event_record_unless_capturing",
+    "event_elapsed_many",
+}
+DRIVERKIT_EXTRAS = {"SPARE_EVENTS", "device", "live_handles"}
+BACKEND_ATTRIBUTES = {
+    "host": PROTOCOL
+    | CAPABILITIES
+    | FAST_PATH
+    | DRIVERKIT_EXTRAS
+    | {"begin_capture", "end_capture", "inject_fault", "stamp_ns"},
+    "cuda": PROTOCOL | CAPABILITIES | FAST_PATH | DRIVERKIT_EXTRAS,
+    "hip": PROTOCOL | CAPABILITIES | FAST_PATH | DRIVERKIT_EXTRAS,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_ATTRIBUTES))
+def test_a_backend_object_shows_only_its_documented_attributes(name: str) -> None:
+    # In a fresh interpreter with the emulated driver preloaded, as a user's process would be.
+    env = os.environ.copy()
+    if name != "host":
+        env = preload_env(name)  # type: ignore[arg-type]
+    code = (
+        "import json, eventapi\n"
+        f"api = eventapi.backend({name!r})\n"
+        "print(json.dumps(sorted(n for n in dir(api) if not n.startswith('_'))))"
+    )
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)) == BACKEND_ATTRIBUTES[name]

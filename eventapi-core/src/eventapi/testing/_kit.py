@@ -23,7 +23,9 @@ from .._protocol import (
     PROTOCOL_METHODS,
     SupportsCaptureCheck,
     SupportsEventQuery,
+    SupportsFastPath,
     SupportsHostFunc,
+    capabilities_of,
 )
 
 __all__ = [
@@ -54,7 +56,9 @@ CAPABILITIES: Final[dict[str, type]] = {
     "SupportsEventQuery": SupportsEventQuery,
     "SupportsCaptureCheck": SupportsCaptureCheck,
     "SupportsHostFunc": SupportsHostFunc,
+    "SupportsFastPath": SupportsFastPath,
 }
+"""The optional capabilities by name, in the order of :class:`eventapi._protocol.Capabilities`."""
 
 
 def is_object_ref(spec: str) -> bool:
@@ -303,8 +307,13 @@ class Kit:
     # -- capabilities -------------------------------------------------------------------------
 
     def has(self, capability: str) -> bool:
-        """True when the backend declares ``capability`` (a name from the three optional ones)."""
-        return isinstance(self.api, CAPABILITIES[capability])
+        """True when the backend declares ``capability`` (a name from :data:`CAPABILITIES`).
+
+        Decided as the fence and the profiler decide it (``isinstance`` against the protocol,
+        once per backend class), so the kit tests what the core will use.
+        """
+        index = list(CAPABILITIES).index(capability)
+        return capabilities_of(self.api, "the conformance kit")[index]
 
     def require(self, capability: str) -> None:
         """Skip the test, naming ``capability``, unless the backend declares it."""

@@ -69,10 +69,15 @@ def test_non_blocking_streams_do_not_wait_for_each_other(eventapi_kit: Kit) -> N
     api = eventapi_kit.api
     held, free = eventapi_kit.stream(), eventapi_kit.stream()
     hold = eventapi_kit.hold(held)
+    assert hold.started.wait(eventapi_kit.timeout), "the held stream never reached its hold"
+    behind = eventapi_kit.recorded(held)
     eventapi_kit.reached(free)  # bounded: must not wait for the held stream
     eventapi_kit.call(api.stream_synchronize, free)
-    assert not hold.released
+    # The free stream drained while the held one was still inside its host function.
+    assert not hold.finished.is_set(), "the held stream moved past its hold meanwhile"
+    eventapi_kit.assert_unreached(behind, hold)
     hold.release()
+    eventapi_kit.call(api.event_wait, behind)
 
 
 def test_stream_wait_event_orders_streams_without_blocking_the_host(eventapi_kit: Kit) -> None:
@@ -109,5 +114,10 @@ def test_stream_destroy_with_pending_work_returns(eventapi_kit: Kit) -> None:
     hold = eventapi_kit.hold(stream)
     eventapi_kit.recorded(stream)
     eventapi_kit.call(api.stream_destroy, stream)
-    assert not hold.released
+    # The destroy returned while the stream's work was still held, and did not cut it short:
+    # the work queued before the destroy still runs once released.
+    assert not hold.finished.is_set(), "stream_destroy waited for the work queued on the stream"
     hold.release()
+    assert hold.finished.wait(eventapi_kit.timeout), (
+        "the work queued on a destroyed stream never ran: a destroy must let it complete"
+    )
