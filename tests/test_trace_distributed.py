@@ -78,6 +78,16 @@ def test_rank_zero_writes_every_ranks_windows_in_the_order_they_ran(tmp_path: Pa
     windows = {e["name"]: e for e in merged["traceEvents"] if e["ph"] == "X"}
     assert sorted(windows) == [f"rank {r}" for r in range(RANKS)]
     assert len({e["pid"] for e in windows.values()}) == RANKS
+    # Each process is named by its rank in torch.distributed, in the tracks and the sources.
+    names = {e["pid"]: e["args"] for e in merged["traceEvents"] if e["name"] == "process_name"}
+    for rank in range(RANKS):
+        process = names[windows[f"rank {rank}"]["pid"]]
+        assert process["name"].startswith(f"rank {rank} ("), process
+        assert process["rank"] == rank
+    sources = merged["otherData"]["eventapi"]["sources"]
+    assert [(s["rank"], s["rank_from"], s["world_size"]) for s in sources] == [
+        (rank, "torch.distributed", RANKS) for rank in range(RANKS)
+    ]
     for rank in range(1, RANKS):
         before, after = windows[f"rank {rank - 1}"], windows[f"rank {rank}"]
         bound_us = (before["args"]["uncertainty_ns"] + after["args"]["uncertainty_ns"]) / 1000
