@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,7 @@ def test_listing_imports_only_what_the_rows_need() -> None:
         "eventapi.host",
         "logging",
         "email.parser",
+        "difflib",  # only a name not found needs its suggestions
     }
     assert heavy & set(state["modules"]) == set()
 
@@ -334,7 +336,34 @@ def test_default_is_highest_priority_usable(sites: AddSites) -> None:
 
 def test_default_is_host_when_nothing_else_is_usable(sites: AddSites) -> None:
     sites("widget", "badhook")
-    assert eventapi.backend() is eventapi.backend("host")
+    # badhook could not say its priority, so it might have been chosen: never silently.
+    with pytest.warns(RuntimeWarning, match=r"chose 'host' by priority, but 'badhook' \("):
+        assert eventapi.backend() is eventapi.backend("host")
+
+
+def test_passing_over_a_broken_backend_of_higher_priority_warns(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVENTAPI_FAKE_HOSTILE", "probe:raise")
+    sites("alpha", "hostile")
+    with pytest.warns(RuntimeWarning) as caught:
+        assert eventapi.backend() is eventapi.backend("alpha")
+    (warning,) = caught
+    assert str(warning.message).startswith(
+        "eventapi.backend() chose 'alpha' by priority, but 'hostile' (eventapi-hostile 0.9, "
+        "priority 80) is broken: probe raised RuntimeError: hostile plugin fails in probe."
+    )
+    assert warning.filename == __file__  # points at the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        eventapi.backend("alpha")  # an explicit choice passes over nothing
+        monkeypatch.setenv("EVENTAPI_BACKEND", "alpha")
+        eventapi.backend()
+        monkeypatch.delenv("EVENTAPI_BACKEND")
+        # Lower than the chosen one (badhook could not say its priority: 0) is no loss.
+        set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGINS", f"{NOT_HERE},hostile")
+        sites("badhook")
+        assert eventapi.backend() is eventapi.backend("alpha")
 
 
 def test_tie_at_the_top_says_how_to_choose(
@@ -509,29 +538,18 @@ def test_unknown_project_backend_gives_the_pip_command(
 # -- the variables ----------------------------------------------------------------------------
 
 
-class CodePlugin:
-    """A plugin registered in code: a hook implementation on an object, not a module."""
-
-    def __init__(self, name: str, load: Callable[[int | None], Any]) -> None:
-        self.name = name
-        self.load = load
-
-    @eventapi.hookimpl
-    def eventapi_backends(self) -> Iterator[BackendSpec]:
-        yield BackendSpec(name=self.name, load=self.load, priority=20)
-
-
+# eventapi.register_backend and eventapi.unregister_backend: exported by eventapi/__init__.py.
 @pytest.fixture
 def registered() -> Iterator[Callable[[str, Callable[[int | None], Any]], None]]:
     names: list[str] = []
 
     def register(name: str, load: Callable[[int | None], Any]) -> None:
-        _discovery.register(CodePlugin(name, load), name, distribution="tests", version="0")
+        eventapi.register_backend(BackendSpec(name=name, load=load, priority=20))
         names.append(name)
 
     yield register
     for name in names:
-        _discovery.unregister(name)
+        eventapi.unregister_backend(name)
 
 
 def host_backend(device: int | None) -> Any:
@@ -550,7 +568,7 @@ def test_autoload_disabled_keeps_host_and_code_plugins(
     monkeypatch.setenv("EVENTAPI_DISABLE_PLUGINS", "")
     set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD", "1")
     assert [(r.name, r.distribution, r.status) for r in eventapi.backends()] == [
-        ("coded", "tests", "ok"),
+        ("coded", "(registered in code)", "ok"),
         ("host", "eventapi-core", "ok"),
     ]
     assert eventapi.backend() is eventapi.backend("coded")
@@ -598,10 +616,10 @@ def test_registering_a_name_twice_in_code_is_refused(
 ) -> None:
     registered("coded", host_backend)
     with pytest.raises(ValueError, match="already registered"):
-        _discovery.register(CodePlugin("coded", host_backend), "coded")
+        eventapi.register_backend(BackendSpec(name="coded", load=host_backend))
     for name, owner in [("host", "eventapi-core"), ("cuda", "eventapi-cuda")]:
         with pytest.raises(ValueError, match=f"'{name}' is reserved for {owner}"):
-            _discovery.register(CodePlugin(name, host_backend), name)
+            eventapi.register_backend(BackendSpec(name=name, load=host_backend))
 
 
 # -- one object per device --------------------------------------------------------------------
@@ -787,7 +805,11 @@ def test_a_plugin_that_exits_is_a_broken_row(
     with pytest.raises(BackendError, match=r"eventapi-hostile 0\.9"):
         eventapi.backend("hostile")
     assert_others_work()
-    assert eventapi.backend() is eventapi.backend("alpha")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert eventapi.backend() is eventapi.backend("alpha")
+    # Passed over with a warning where its priority (80) was known, before its probe ran.
+    assert len(caught) == (1 if act.startswith("probe") else 0)
 
 
 def test_a_load_that_exits_raises_backend_error(
@@ -827,7 +849,10 @@ def test_a_plugin_that_hangs_times_out(
     assert row("hostile") == hostile  # one answer, cached
     with pytest.raises(BackendError, match=r"timed out after 0\.2 s"):
         eventapi.backend("hostile")
-    assert eventapi.backend() is eventapi.backend("alpha")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert eventapi.backend() is eventapi.backend("alpha")
+    assert len(caught) == (1 if stage == "probe" else 0)  # priority 80 known in the probe
 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
@@ -846,6 +871,74 @@ def test_a_budget_that_is_not_a_positive_number_is_refused_with_a_warning(
     hostile_gate().RELEASE.set()  # the default budget, 30 s, has not run out
     listing.result()
     assert row("hostile").status == "ok"
+
+
+def test_a_budget_longer_than_a_thread_can_wait_is_clamped_with_a_warning(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 1e10 s is a positive number, and more than threading.TIMEOUT_MAX on Linux: waiting for a
+    # plugin still running raised OverflowError from backends(), backend() and the CLI.
+    assert threading.TIMEOUT_MAX < 1e10
+    monkeypatch.setenv("EVENTAPI_PLUGIN_TIMEOUT", "1e10")
+    monkeypatch.setenv("EVENTAPI_FAKE_HOSTILE", "probe:hang")
+    sites("hostile")
+    with caplog.at_level("WARNING", logger="eventapi"):
+        listing = Waiter(eventapi.backends)
+        selecting = Waiter(lambda: eventapi.backend("hostile"))
+        assert hostile_gate().ENTERED.wait(timeout=JOIN_S)
+    assert (
+        f"EVENTAPI_PLUGIN_TIMEOUT='1e10' is more seconds than a thread can wait; using "
+        f"{threading.TIMEOUT_MAX:g}" in caplog.text
+    )
+    hostile_gate().RELEASE.set()
+    listing.result()  # raises what the listing raised
+    selecting.result()
+    assert row("hostile").status == "ok"
+    assert selecting.value is eventapi.backend("hostile")
+
+
+@pytest.mark.parametrize(("value", "off"), [("1", True), ("yes", True), ("off", False)])
+def test_the_autoload_flag_takes_the_usual_spellings(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch, value: str, off: bool
+) -> None:
+    sites("alpha")
+    set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD", value)
+    assert ("alpha" not in {r.name for r in eventapi.backends()}) is off
+
+
+def test_an_autoload_flag_of_another_spelling_is_taken_as_set_with_a_warning(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sites("alpha")
+    set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD", "please")
+    with caplog.at_level("WARNING", logger="eventapi"):
+        names = {r.name for r in eventapi.backends()}
+    assert "alpha" not in names
+    assert "EVENTAPI_DISABLE_PLUGIN_AUTOLOAD='please' is not one of 1, true, yes, on" in (
+        caplog.text
+    )
+
+
+def test_a_blocked_list_entry_that_is_no_name_warns(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sites("alpha", "beta")
+    set_env(monkeypatch, "EVENTAPI_DISABLE_PLUGINS", "cuda,hip,alpha beta,beta:0")
+    with caplog.at_level("WARNING", logger="eventapi"):
+        rows = {r.name: r.status for r in eventapi.backends()}
+    assert rows["alpha"] == rows["beta"] == "ok"  # neither is blocked by those entries
+    assert "'alpha beta', 'beta:0' not a backend name, so it blocks nothing" in caplog.text
+
+
+def test_the_variable_may_carry_blanks_the_argument_may_not(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sites("alpha")
+    monkeypatch.setenv("EVENTAPI_BACKEND", " alpha\n")
+    assert eventapi.backend() is eventapi.backend("alpha")
+    for bad in ("alpha\n", " alpha", "alpha "):
+        with pytest.raises(ValueError, match="is not of the form NAME or NAME:DEVICE"):
+            eventapi.backend(bad)
 
 
 # -- names ------------------------------------------------------------------------------------
@@ -870,8 +963,11 @@ def test_reserved_names_stay_with_this_projects_backends(sites: AddSites) -> Non
         "broken: the name 'cuda' is reserved for eventapi-cuda"
     )
     assert claims["cuda", "eventapi-cuda"].status == "blocked"  # by the fixture; not a conflict
-    # Neither name is a conflict: the built-in host stays the default of a machine without a GPU.
-    assert eventapi.backend() is eventapi.backend("host")
+    # Neither name is a conflict: the built-in host stays the default of a machine without a GPU,
+    # and passes over nothing: an impostor could never be selected under those names.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert eventapi.backend() is eventapi.backend("host")
     assert "eventapi_fake_impostor" not in sys.modules
 
 
@@ -881,8 +977,52 @@ def test_an_entry_point_that_is_not_a_backend_name_is_broken(sites: AddSites) ->
     assert bad.name == "fancy gpu"
     assert bad.status.startswith("broken: entry point name 'fancy gpu' is not a backend name")
     assert not bad.usable
-    assert eventapi.backend() is eventapi.backend("host")  # not the default, at priority 95
+    with pytest.warns(RuntimeWarning, match="but 'fancy gpu'"):
+        assert eventapi.backend() is eventapi.backend("host")  # not the default, at priority 95
     assert "eventapi_fake_badepname" not in sys.modules
+
+
+def test_an_entry_point_whose_value_is_no_module_is_broken_by_name(sites: AddSites) -> None:
+    sites("badvalue")
+    bad = row("emptyval")
+    assert bad.status == (
+        "broken: entry point 'emptyval' has the value '', which is not a module "
+        "('package.module', or 'package.module:attribute'); set it to the plugin's module"
+    )
+    with pytest.raises(BackendError, match="has the value ''"):
+        eventapi.backend("emptyval")
+
+
+SUGGESTIONS = [
+    ("ALPHA", "alpha"),  # the case
+    ("apla", "alpha"),  # a typo
+    ("hots", "host"),
+    ("cdua", "cuda"),  # a published backend, blocked here: still a name to suggest
+]
+
+
+@pytest.mark.parametrize(("typed", "meant"), SUGGESTIONS)
+def test_a_name_not_found_suggests_the_close_one(sites: AddSites, typed: str, meant: str) -> None:
+    sites("alpha")
+    with pytest.raises(BackendNotFoundError) as raised:
+        eventapi.backend(typed)
+    assert f"backend {typed!r} is not installed; did you mean {meant!r}?" in str(raised.value)
+
+
+def test_the_variable_not_found_suggests_the_variable_spelled_right(
+    sites: AddSites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sites("alpha")
+    monkeypatch.setenv("EVENTAPI_BACKEND", "Alpha:0")
+    with pytest.raises(BackendNotFoundError, match=r"did you mean EVENTAPI_BACKEND=alpha\?"):
+        eventapi.backend()
+
+
+def test_a_name_like_no_other_suggests_nothing(sites: AddSites) -> None:
+    sites("alpha")
+    with pytest.raises(BackendNotFoundError) as raised:
+        eventapi.backend("zzzzzz")
+    assert "did you mean" not in str(raised.value)
 
 
 # -- processes --------------------------------------------------------------------------------

@@ -448,6 +448,12 @@ class _Scan:
         found = self.prepare(name)
         if isinstance(found, _Run):
             return found.result(self.budget)
+        if found is None and name not in RESERVED_NAMES:
+            # Refused from its metadata alone (a value that is not a module): broken, not
+            # absent. A reserved name's impostor is not what the user asked for, though.
+            refused = tuple(row for row in self.refused if row.name == name)
+            if refused:
+                return _Entry(refused, None)
         return found
 
     def after_fork(self) -> None:
