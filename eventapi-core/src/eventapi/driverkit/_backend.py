@@ -96,18 +96,19 @@ class DriverBackend(ABC, Generic[RE, RS]):
     SPARE_EVENTS: ClassVar[int] = 0
     """How many driver events of closed fences an object keeps for the next fences (0: none).
 
-    A fence's event (made by :meth:`event_record_new`) whose latest record was seen reached (a
-    wait returned, a query said so) hands its driver event, when it is destroyed (or, while a
-    call uses it, when that call leaves), to the object's spare list instead of the driver,
-    up to this many; the next :meth:`event_record_new` records a spare instead of creating an
-    event. A fence then costs a capture check, a record and a wait, not also a create, a
-    destroy and the context or device check before a create. An event closed before it was
-    seen reached goes back to the driver: HIP leaves re-recording an event whose record is
+    A fence's event (made by :meth:`~eventapi.driverkit.DriverBackend.event_record_new`) whose
+    latest record was seen reached (a wait returned, a query said so) hands its driver event,
+    when it is destroyed (or, while a call uses it, when that call leaves), to the object's
+    spare list instead of the driver, up to this many; the next
+    :meth:`~eventapi.driverkit.DriverBackend.event_record_new` records a spare instead of
+    creating an event. A fence then costs a capture check, a record and a wait, not also a
+    create, a destroy and the context or device check before a create. An event closed before it
+    was seen reached goes back to the driver: HIP leaves re-recording an event whose record is
     outstanding undefined. The wrapper is closed either way and refused from then on, and
     ``live_handles()`` counts it gone; only the driver's own count includes the spares.
-    :func:`release_spare_events` destroys them, as garbage-collecting the object does. A
-    backend opts in by setting it (cuda and hip: 16); events its users create with
-    ``event_create()`` are never kept.
+    :func:`~eventapi.driverkit.release_spare_events` destroys them, as garbage-collecting the
+    object does. A backend opts in by setting it (cuda and hip: 16); events its users create
+    with ``event_create()`` are never kept.
     """
 
     def __init__(self) -> None:
@@ -920,9 +921,9 @@ class CaptureCheckMixin(DriverBackend[RE, RS]):
     def _raw_event_record_unless_capturing(self, event: RE, stream: RS) -> bool:
         """Unless ``stream`` captures a graph, record ``event`` into it; True when recorded.
 
-        :meth:`_raw_stream_is_capturing`, then :meth:`_raw_event_record`: what a profiler's
-        window makes at every open. A backend may override it to make the same two calls in one
-        step (on a binding whose calls return a status first, with
+        :meth:`_raw_stream_is_capturing`, then :meth:`DriverBackend._raw_event_record`: what a
+        profiler's window makes at every open. A backend may override it to make the same two
+        calls in one step (on a binding whose calls return a status first, with
         :meth:`DriverCalls.record_unless_capturing`), which spares the Python between them.
         """
         if self._raw_stream_is_capturing(stream):

@@ -64,7 +64,7 @@ def c_int_out(library: ctypes.CDLL, function: str) -> tuple[int, int]:
 def installed_version(distribution: str) -> str | None:
     """The version of the installed ``distribution``, or None when it is not installed.
 
-    What ``importlib.metadata.version`` answers, read as :func:`name_and_version` reads it.
+    What ``importlib.metadata.version`` answers, read from the header of its metadata.
     """
     import importlib.metadata
 

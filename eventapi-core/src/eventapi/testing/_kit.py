@@ -307,7 +307,7 @@ class Kit:
     # -- capabilities -------------------------------------------------------------------------
 
     def has(self, capability: str) -> bool:
-        """True when the backend declares ``capability`` (a name from :data:`CAPABILITIES`).
+        """True when the backend declares ``capability`` (``"SupportsEventQuery"``, say).
 
         Decided as the fence and the profiler decide it (``isinstance`` against the protocol,
         once per backend class), so the kit tests what the core will use.
