@@ -203,7 +203,7 @@ def test_an_int_is_not_taken_as_a_file_descriptor(
 def test_merge_wants_a_list_of_paths(host: HostBackend, tmp_path: Path) -> None:
     good = _trace(host, tmp_path / "good.json")
     with pytest.raises(TypeError, match=r"a list of paths, not a single str: pass \["):
-        merge(str(good), tmp_path / "out.json")  # type: ignore[arg-type]
+        merge(str(good), tmp_path / "out.json")
     with pytest.raises(TypeError, match="a list of paths, not a single PosixPath"):
         merge(good, tmp_path / "out.json")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="nothing to merge"):
