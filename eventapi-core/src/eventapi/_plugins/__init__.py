@@ -4,8 +4,10 @@
 :class:`~eventapi.BackendInfo`, ``PLUGIN_API``); :mod:`._discovery` finds the installed plugins
 through their entry points, runs each one's hook and probe contained, and lists them
 (:func:`eventapi.backends`); :mod:`._quarantine` remembers a plugin that crashed the process
-while it was probed; :mod:`._selection` turns a name (or ``EVENTAPI_BACKEND``, or nothing) into
-one cached backend object per device (:func:`eventapi.backend`); :mod:`._host` registers the
+while it was probed (and only that: a process ended from outside is no crash);
+:mod:`._selection` turns a name (or ``EVENTAPI_BACKEND``, or nothing) into
+one cached backend object per device (:func:`eventapi.backend`); :mod:`._register` is
+:func:`eventapi.register_backend`, a backend given in code; :mod:`._host` registers the
 embedded ``host`` backend through the same hook as any plugin.
 
 Nothing here imports a driver binding or the handle layer; a backend is imported by its
