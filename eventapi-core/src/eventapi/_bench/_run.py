@@ -45,9 +45,8 @@ __all__ = [
 ]
 
 ESTIMATE_CALLS: Final = 8
-"""Windows timed to size the run. The launch-bound verdict compares the device's lag behind
-the host with a reading at the median window, which needs the host to have been ahead for a
-few calls: with 8, a call whose device time is a third longer than its host time is seen."""
+"""Windows timed to size the run, read back at once; with the stream held, the only windows
+on a free stream, which the launch-bound verdict reads the lag's growth through."""
 
 BATCH_BELOW_NS: Final = 10 * TIMER_RESOLUTION_NS
 """A call shorter than ten timer ticks is timed in batch mode: at one call per window the
@@ -68,6 +67,13 @@ TREND_WINDOWS: Final = 16
 
 LONGER_RUN: Final = 10
 """How far past ``rep_ms`` the run goes to reach 6 readings, the fewest with a 95 % interval."""
+
+LAG_GROWTH: Final = 0.2
+"""The launch-bound verdict's threshold: the device's lag behind the host growing by less than
+this share of a reading per call. A call whose device time exceeds its host time by a quarter
+or more is seen as device-bound."""
+
+_SLOPE_WINDOWS: Final = 32
 
 HOLD_TIMEOUT_S: Final = 1.0
 """The least time a hold waits for its batch to be enqueued before it lets the stream go; it
@@ -238,21 +244,31 @@ def _read(out: _Batch, spans: list[Span], ends: list[int], count: int, *, with_s
 
 
 def _launch_bound(batches: list[_Batch]) -> bool | None:
-    """Whether the device kept pace with the host: the lag of each window's end behind its
-    record stayed within a reading, in the median window of batches of 3 or more.
+    """Whether the device kept pace with the host rather than the host with the device.
 
-    On a device-bound call the host runs ahead and the lag grows by a call's device time per
-    call; on a launch-bound one the device drains each call before the next is queued, and
-    the lag stays under a reading. The placement's own uncertainty is allowed on top.
+    The lag of a window's end behind its record (device stamp minus host record, on the host
+    clock) grows through a batch by ``device - host`` time per call when the device is the
+    slower, and stays flat when the device drains each call before the next is queued. The
+    growth per call is the Theil-Sen slope (the median of the pairwise slopes within each
+    batch, the first :data:`_SLOPE_WINDOWS` windows of each): robust to the odd late stamp of
+    a loaded machine. Launch-bound when it is under :data:`LAG_GROWTH` of a window's reading.
+    ``None`` without a batch of 3 windows on a free stream.
     """
-    excess: list[int] = []
+    slopes: list[float] = []
+    readings: list[int] = []
     for batch in batches:
-        if len(batch.device) >= 3:
-            excess += [lag - d for lag, d in zip(batch.lags, batch.device, strict=True)]
-    if not excess:
+        lags = batch.lags[:_SLOPE_WINDOWS]
+        if len(lags) < 3:
+            continue
+        readings += batch.device[:_SLOPE_WINDOWS]
+        slopes += [
+            (lags[j] - lags[i]) / (j - i) for i in range(len(lags)) for j in range(i + 1, len(lags))
+        ]
+    if not slopes:
         return None
-    excess.sort()
-    return nearest_rank(excess, 0.5) <= TIMER_RESOLUTION_NS
+    slopes.sort()
+    readings.sort()
+    return slopes[len(slopes) // 2] < LAG_GROWTH * nearest_rank(readings, 0.5)
 
 
 def _per_call(values: list[int], calls: int) -> list[int]:
@@ -379,7 +395,8 @@ def _estimate(
     # One window alone first, so that a long call costs one call here, not eight.
     first = run.batch(1, held=False)
     plan.free.append(first)
-    if first.wall_ns * ESTIMATE_CALLS < rep_ms * 1e6 / 4:
+    # The rest unless they alone would spend rep_ms; held, the verdict needs them.
+    if held or first.wall_ns * ESTIMATE_CALLS <= rep_ms * 1e6:
         plan.free.append(run.batch(ESTIMATE_CALLS, held=False))
     if held:
         run.probe_hold()
