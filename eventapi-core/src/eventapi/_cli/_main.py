@@ -4,7 +4,8 @@
 installing is the fix, and what ``eventapi.backend()`` would select, or the error it would
 raise); ``eventapi check [NAME ...] [--json] [--trace FILE]`` exercises backends on this
 machine; ``eventapi trace merge FILE ... -o OUT`` and ``eventapi trace report FILE -o OUT``
-work on traces (:mod:`eventapi.trace`). Exit status: 0 on success, 1 when a check fails or
+work on traces (:mod:`eventapi.trace`); ``eventapi bench module:function`` times a function
+(:func:`eventapi.bench`). Exit status: 0 on success, 1 when a check fails or
 the default selection would fail, 2 for a usage error.
 
 While ``eventapi backends`` and ``eventapi check`` run plugin or backend code (imports, hooks,
@@ -29,6 +30,7 @@ from .._errors import EventApiError
 from .._plugins._discovery import KNOWN_HINTS, backends
 from .._plugins._selection import ENV_BACKEND, passed_over, preview
 from .._plugins._spec import BackendInfo
+from ._bench import add_bench_parser
 
 __all__ = ["main"]
 
@@ -117,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="OUT",
         help="the HTML file (default: FILE with .html in place of .json, beside it)",
     )
+    add_bench_parser(commands)
     return parser
 
 
@@ -264,6 +267,13 @@ def _check(names: list[str], as_json: bool, trace: str | None) -> int:
         return run_check(names, as_json=as_json, trace=trace, out=out)
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from ._bench import run_bench
+
+    with _stdout_kept_for_us() as out:
+        return run_bench(args, out=out)
+
+
 def _trace(args: argparse.Namespace) -> int:
     # Imported here: the trace machinery costs nothing to the other commands.
     from ..trace._merge import merge_files
@@ -297,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = _backends(args.json, args.retry)
         elif args.command == "check":
             status = _check(list(args.names), args.json, args.trace)
+        elif args.command == "bench":
+            status = _bench(args)
         else:
             status = _trace(args)
     except EventApiError as exc:
