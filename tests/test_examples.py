@@ -1,7 +1,8 @@
 """Every script in examples/ runs, on host and on cuda over the emulated driver, or says why not.
 
 A script that needs what this machine lacks (a framework, a GPU) exits with status 77 and prints
-its reason, which becomes the skip reason here. tests/test_example_opencl.py runs the same
+its reason, which becomes the skip reason here (the framework examples' profiling code runs in
+tests/test_example_frameworks.py instead, on the emulated driver). tests/test_example_opencl.py runs the same
 scripts on ``opencl`` in the example backend's own environment.
 """
 
