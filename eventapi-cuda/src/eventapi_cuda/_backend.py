@@ -55,8 +55,9 @@ from eventapi.driverkit import (
     HostFuncMixin,
     foreign_stream_handle,
     launch_host_func,
-    ms_to_ns,
 )
+
+from . import _native
 
 if TYPE_CHECKING:
     from eventapi import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
@@ -73,6 +74,32 @@ _CUresult = driver.CUresult
 # event. event_wait queries for 100 us first, so a short wait still wakes as fast as a spin.
 _EVENT_FLAGS = int(driver.CUevent_flags.CU_EVENT_BLOCKING_SYNC)
 _STREAM_FLAGS = int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+# The event a stream synchronize waits on (see _native.c): it sleeps, and times nothing.
+_SYNC_EVENT_FLAGS = _EVENT_FLAGS | int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+# How long a wait queries before it sleeps: as DriverCalls.wait and a fence do.
+_SPIN_NS = 100_000
+
+# The driver calls _native.c makes, in the order it takes them, each with the CUDA versions
+# whose ABI of that name has exactly the prototype _native.c declares, newest first. Each is
+# requested at the newest of those the driver has, never at the driver's own version: a newer
+# ABI of a name (a later _v2) may take other arguments.
+_NATIVE_CALLS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("cuEventCreate", (2000,)),  # (CUevent *, unsigned int)
+    ("cuEventDestroy", (4000,)),  # cuEventDestroy_v2 (CUevent)
+    ("cuEventRecord", (2000,)),  # (CUevent, CUstream)
+    ("cuEventQuery", (2000,)),  # (CUevent)
+    ("cuEventSynchronize", (2000,)),  # (CUevent)
+    ("cuEventElapsedTime", (12080, 2000)),  # (float *, CUevent, CUevent), _v2 and the first
+    ("cuStreamCreate", (2000,)),  # (CUstream *, unsigned int)
+    ("cuStreamDestroy", (4000,)),  # cuStreamDestroy_v2 (CUstream)
+    ("cuStreamWaitEvent", (3020,)),  # (CUstream, CUevent, unsigned int)
+    ("cuStreamSynchronize", (2000,)),  # (CUstream)
+    ("cuStreamIsCapturing", (10000,)),  # (CUstream, CUstreamCaptureStatus *), an enum
+)
+# cuda.bindings resolves the per-thread default stream's variants of the stream calls when
+# this variable is set to anything (it tests os.getenv's string); so does this module, so that
+# a raw 0 means the same stream to both.
+_PER_THREAD_VARIABLE = "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"
 
 
 def _describe(status: Any) -> tuple[str | None, str | None]:
@@ -135,7 +162,50 @@ def _init_driver() -> None:
     with _init_lock:
         if not _initialized:
             _call(driver.cuInit, 0)
+            _configure_native()
             _initialized = True
+
+
+def _configure_native() -> None:
+    # The addresses of the calls _native.c makes, from the driver cuda.bindings loaded.
+    version = _call(driver.cuDriverGetVersion)
+    flags = (
+        driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+        if os.environ.get(_PER_THREAD_VARIABLE)
+        else driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+    )
+    found = driver.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS
+    addresses = []
+    for name, abis in _NATIVE_CALLS:
+        abi = next((abi for abi in abis if abi <= version), None)
+        address, status = (
+            _call(driver.cuGetProcAddress, name.encode(), abi, flags)
+            if abi is not None
+            else (0, None)
+        )
+        if status != found or not address:
+            raise BackendUnavailableError(
+                f"cuda: the driver (CUDA {version // 1000}.{version % 1000 // 10}) has no "
+                f"{name} of the ABI this backend calls (CUDA {abis[-1] // 1000}."
+                f"{abis[-1] % 1000 // 10}); update the NVIDIA driver"
+            )
+        addresses.append(int(address))
+    _native.configure(
+        tuple(addresses),
+        tuple(name for name, _ in _NATIVE_CALLS),
+        _native_failure,
+        int(_CUresult.CUDA_ERROR_NOT_READY),
+        _SYNC_EVENT_FLAGS,
+        _SPIN_NS,
+    )
+
+
+def _native_failure(call: str, status: int) -> DriverError:
+    # The error of a call _native.c made; once the context is lost, it calls the driver no more.
+    error = _call.failure(call, status)
+    if _call.lost is not None:
+        _native.lose(_call.lost.code)
+    return error
 
 
 def _release_primary_context(device: Any) -> None:
@@ -153,14 +223,16 @@ def _release_primary_context(device: Any) -> None:
 
 
 @final
-class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFuncMixin[Any, Any]):
+class CudaBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFuncMixin[int, int]):
     """The CUDA driver's events and streams on one device.
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
     one object per device; constructing one directly is fine too. Events are created with timing
     enabled and ``CU_EVENT_BLOCKING_SYNC`` (``event_wait`` queries for up to 100 µs, then sleeps
     instead of spinning), streams with ``CU_STREAM_NON_BLOCKING``; ``stream_synchronize`` waits
-    as the context's scheduling flag says (by default the driver spins or yields). Every driver
+    as ``event_wait`` does, on a blocking-sync event recorded into the stream, whatever the
+    context's scheduling flag (by default the driver's own synchronize spins a core). Handles
+    are ints, the driver's pointers: ``Stream.raw`` is the stream's address. Every driver
     failure raises :class:`~eventapi.DriverError` with the driver's own name and text for the
     code. Besides its own streams, any call taking a stream accepts a framework's (an object
     with ``__cuda_stream__``: cuda.core, CuPy, PyTorch), a ``driver.CUstream``, or a raw integer
@@ -237,71 +309,68 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
         if current is None or not int(current):
             _call(driver.cuCtxSetCurrent, self._context)
 
-    def _create_in_context(self, create: Callable[..., Any], flags: int) -> Any:
+    def _in_context(self, call: Callable[..., None], *args: object) -> None:
+        # Events and streams are made in the current context, and a stream synchronize waits
+        # on an event made there: this backend's, pushed for the call when another is current.
         current = _call(driver.cuCtxGetCurrent)
         if current is not None and int(current) == self._context_handle:
-            return _call(create, flags)
+            call(*args)
+            return
         _call(driver.cuCtxPushCurrent, self._context)
         try:
-            return _call(create, flags)
+            call(*args)
         finally:
             _call(driver.cuCtxPopCurrent)
 
-    def _exported_handle(self, raw: Any) -> int:
-        # The handle's address, as __cuda_stream__ gives it to a framework adopting the stream.
-        return int(raw)
+    def _exported_handle(self, raw: int) -> int:
+        # The handle is the stream's address, as __cuda_stream__ gives it to a framework.
+        return raw
 
-    def _adopt_stream(self, stream: object) -> Any:
-        handle = foreign_stream_handle(self.BACKEND, stream, native=(driver.CUstream,))
-        return None if handle is None else driver.CUstream(handle)
+    def _adopt_stream(self, stream: object) -> int | None:
+        return foreign_stream_handle(self.BACKEND, stream, native=(driver.CUstream,))
 
     # -- the driver calls ---------------------------------------------------------------------
+    #
+    # Handles are ints (the driver's pointers). The hot calls are _native.c's, made on the
+    # driver directly (docs/native.md); the rest go through cuda.bindings.
 
-    def _raw_event_create(self) -> Any:
-        return self._create_in_context(driver.cuEventCreate, _EVENT_FLAGS)
+    def _raw_event_create(self) -> int:
+        created: list[int] = []
+        self._raw_event_create_into(created.append)
+        return created[0]
 
-    def _raw_event_destroy(self, event: Any) -> None:
-        _call(driver.cuEventDestroy, event)
+    def _raw_event_create_into(self, store: Callable[[int], None]) -> None:
+        self._in_context(_native.event_create, _EVENT_FLAGS, store)
 
-    def _raw_event_record(self, event: Any, stream: Any) -> None:
-        _call(driver.cuEventRecord, event, stream)
+    def _raw_stream_create_non_blocking(self) -> int:
+        created: list[int] = []
+        self._raw_stream_create_into(created.append)
+        return created[0]
 
-    def _raw_event_wait(self, event: Any) -> None:
-        # Queries first, then sleeps in the synchronize of a blocking-sync event (the binding
-        # releases the GIL): see DriverCalls.wait.
-        _call.wait(driver.cuEventSynchronize, driver.cuEventQuery, event)
+    def _raw_stream_create_into(self, store: Callable[[int], None]) -> None:
+        self._in_context(_native.stream_create, _STREAM_FLAGS, store)
 
-    def _raw_event_query(self, event: Any) -> bool:
-        return _call.ready(driver.cuEventQuery, event)
+    def _raw_stream_synchronize(self, stream: int) -> None:
+        self._in_context(_native.stream_synchronize, stream)
 
-    def _raw_event_elapsed_ns(self, start: Any, end: Any) -> int:
-        return ms_to_ns(_call(driver.cuEventElapsedTime, start, end))
+    def _raw_event_record_unless_capturing(self, event: int, stream: int) -> bool:
+        return _native.event_record_unless_capturing(event, stream)
 
-    def _raw_event_elapsed_ns_many(self, starts: list[Any], ends: list[Any]) -> list[int]:
-        return list(map(ms_to_ns, _call.each(driver.cuEventElapsedTime, starts, ends)))
+    # The other raw calls are _native's functions themselves, bound as static methods: the
+    # base's call reaches C with no Python frame between. (mypy types a staticmethod as its
+    # callable, without the self of the method it overrides; _native.pyi gives the types.)
+    _raw_event_destroy = staticmethod(_native.event_destroy)  # type: ignore[assignment]
+    _raw_event_record = staticmethod(_native.event_record)  # type: ignore[assignment]
+    _raw_event_wait = staticmethod(_native.event_wait)  # type: ignore[assignment]
+    _raw_event_query = staticmethod(_native.event_query)  # type: ignore[assignment]
+    _raw_event_elapsed_ns = staticmethod(_native.event_elapsed_ns)  # type: ignore[assignment]
+    _raw_event_elapsed_ns_many = staticmethod(_native.event_elapsed_ns_many)  # type: ignore[assignment]
+    _raw_stream_wait_event = staticmethod(_native.stream_wait_event)  # type: ignore[assignment]
+    _raw_stream_destroy = staticmethod(_native.stream_destroy)  # type: ignore[assignment]
+    # ACTIVE and INVALIDATED both refuse a timing event; only NONE (0) is free.
+    _raw_stream_is_capturing = staticmethod(_native.stream_is_capturing)  # type: ignore[assignment]
 
-    def _raw_stream_wait_event(self, stream: Any, event: Any) -> None:
-        _call(driver.cuStreamWaitEvent, stream, event, 0)
-
-    def _raw_stream_synchronize(self, stream: Any) -> None:
-        _call(driver.cuStreamSynchronize, stream)
-
-    def _raw_stream_create_non_blocking(self) -> Any:
-        return self._create_in_context(driver.cuStreamCreate, _STREAM_FLAGS)
-
-    def _raw_stream_destroy(self, stream: Any) -> None:
-        _call(driver.cuStreamDestroy, stream)
-
-    def _raw_stream_is_capturing(self, stream: Any) -> bool:
-        # ACTIVE and INVALIDATED both refuse a timing event; only NONE (0) is free.
-        return bool(int(_call(driver.cuStreamIsCapturing, stream)))
-
-    def _raw_event_record_unless_capturing(self, event: Any, stream: Any) -> bool:
-        return _call.record_unless_capturing(
-            driver.cuStreamIsCapturing, driver.cuEventRecord, event, stream
-        )
-
-    def _raw_launch_host_func(self, stream: Any, fn: Callable[[], object]) -> None:
+    def _raw_launch_host_func(self, stream: int, fn: Callable[[], object]) -> None:
         launch_host_func(
             self.BACKEND,
             fn,
@@ -314,7 +383,7 @@ class CudaBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFu
 if TYPE_CHECKING:
 
     def _conforms(backend: CudaBackend) -> None:
-        _api: EventApi[Event[Any], Stream[Any]] = backend
-        _query: SupportsEventQuery[Event[Any]] = backend
-        _capture: SupportsCaptureCheck[Stream[Any]] = backend
-        _host_func: SupportsHostFunc[Stream[Any]] = backend
+        _api: EventApi[Event[int], Stream[int]] = backend
+        _query: SupportsEventQuery[Event[int]] = backend
+        _capture: SupportsCaptureCheck[Stream[int]] = backend
+        _host_func: SupportsHostFunc[Stream[int]] = backend

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import operator
 import os
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
@@ -59,8 +60,9 @@ from eventapi.driverkit import (
     HostFuncMixin,
     foreign_stream_handle,
     launch_host_func,
-    ms_to_ns,
 )
+
+from . import _native
 
 if TYPE_CHECKING:
     from eventapi import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
@@ -76,6 +78,26 @@ _UINT32 = 0xFFFF_FFFF
 # event. event_wait queries for 100 us first, so a short wait still wakes as fast as a spin.
 _EVENT_FLAGS = int(hip.hipEventBlockingSync) & _UINT32
 _STREAM_FLAGS = int(hip.hipStreamNonBlocking) & _UINT32
+# The event a stream synchronize waits on (see _native.c): it sleeps, and times nothing.
+_SYNC_EVENT_FLAGS = _EVENT_FLAGS | int(hip.hipEventDisableTiming) & _UINT32
+# How long a wait queries before it sleeps: as DriverCalls.wait and a fence do.
+_SPIN_NS = 100_000
+
+# The runtime calls _native.c makes, in the order it takes them (the prototypes it declares
+# are HIP's own: hipEventCreateWithFlags(hipEvent_t *, unsigned) ...).
+_NATIVE_CALLS = (
+    "hipEventCreateWithFlags",
+    "hipEventDestroy",
+    "hipEventRecord",
+    "hipEventQuery",
+    "hipEventSynchronize",
+    "hipEventElapsedTime",
+    "hipStreamCreateWithFlags",
+    "hipStreamDestroy",
+    "hipStreamWaitEvent",
+    "hipStreamSynchronize",
+    "hipStreamIsCapturing",
+)
 
 
 def _text(call: Callable[[Any], tuple[Any, Any]], status: Any) -> str | None:
@@ -86,6 +108,11 @@ def _text(call: Callable[[Any], tuple[Any, Any]], status: Any) -> str | None:
 
 
 def _describe(status: Any) -> tuple[str | None, str | None]:
+    if not isinstance(status, _HipError):  # a code from _native.c: hip-python takes its enum
+        try:
+            status = _HipError(int(status))
+        except ValueError:
+            return None, None
     return _text(hip.hipGetErrorName, status), _text(hip.hipGetErrorString, status)
 
 
@@ -107,45 +134,77 @@ _call = DriverCalls(
 )
 
 
-def _stream_is_capturing(stream: Any) -> tuple[Any, Any]:
-    """``hipStreamIsCapturing``, its one quirk answered as the failure it is.
-
-    The runtime leaves the capture status unset when the call fails, and hip-python converts
-    that unset value to ``hipStreamCaptureStatus`` before it returns the error code, raising
-    :class:`ValueError` and losing the code. The call failed: it reads as ``hipErrorUnknown``.
-    """
-    binding: Any = hip  # hip-python's functions carry no annotations
-    try:
-        result: tuple[Any, Any] = binding.hipStreamIsCapturing(stream)
-    except ValueError:
-        return _HipError.hipErrorUnknown, None
-    return result
-
-
-_stream_is_capturing.__name__ = "hipStreamIsCapturing"  # the call a DriverError names
-
 # Whether this process called the runtime; in a child forked after that, nothing may call it.
 _used = False
 _forked_after_use = False
+_configure_lock = threading.Lock()
+_configured = False
 
 
 def _after_fork_in_child() -> None:
-    global _forked_after_use
+    global _forked_after_use, _configure_lock
     _forked_after_use = _forked_after_use or _used
+    _configure_lock = threading.Lock()  # another parent thread may have held it at the fork
+
+
+def _configure_native() -> None:
+    # The addresses of the calls _native.c makes, from the one HIP runtime in the process:
+    # the library hip-python opened (by absolute path, where it found ROCm), looked up without
+    # loading it (RTLD_NOLOAD). A second copy of the runtime would be a second runtime, whose
+    # handles mean nothing to the first.
+    global _configured
+    with _configure_lock:
+        if _configured:
+            return
+        import ctypes
+
+        from rocm.bindings.util.paths import get_library_path
+
+        path = os.fsdecode(get_library_path("amdhip64"))
+        try:
+            library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+            addresses = tuple(
+                int(ctypes.cast(getattr(library, name), ctypes.c_void_p).value or 0)
+                for name in _NATIVE_CALLS
+            )
+        except (OSError, AttributeError) as exc:
+            raise BackendUnavailableError(
+                f"hip: the HIP runtime hip-python loaded ({path}) has not every call this "
+                f"backend makes ({exc}); install the ROCm version hip-python was built for"
+            ) from exc
+        _native.configure(
+            addresses,
+            _NATIVE_CALLS,
+            _native_failure,
+            int(_HipError.hipErrorNotReady),
+            _SYNC_EVENT_FLAGS,
+            _SPIN_NS,
+        )
+        _configured = True
+
+
+def _native_failure(call: str, status: int) -> DriverError:
+    # The error of a call _native.c made; once the device is lost, it calls the runtime no more.
+    error = _call.failure(call, status)
+    if _call.lost is not None:
+        _native.lose(_call.lost.code)
+    return error
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @final
-class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFuncMixin[Any, Any]):
+class HipBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFuncMixin[int, int]):
     """The HIP runtime's events and streams on one device.
 
     Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache one
     object per device; constructing one directly is fine too. Events are created with timing
     enabled and ``hipEventBlockingSync`` (``event_wait`` queries for up to 100 µs, then sleeps
     instead of spinning), streams with ``hipStreamNonBlocking``; ``stream_synchronize`` waits as
-    the device's scheduling flag says (by default the runtime spins or yields). Every runtime
+    ``event_wait`` does, on a blocking-sync event recorded into the stream, whatever the
+    device's scheduling flag (by default the runtime's own synchronize spins or yields).
+    Handles are ints, the runtime's pointers: ``Stream.raw`` is the stream's address. Every runtime
     failure raises :class:`~eventapi.DriverError` with the runtime's own name and text for the
     code. Besides its own streams, any call taking a stream accepts a raw integer handle (``0``:
     the null stream of the calling thread's current device), a ``hip.ihipStream_t``, or an
@@ -198,6 +257,7 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
                 if count
                 else "hip: no HIP device visible (hipGetDeviceCount returned 0)"
             )
+        _configure_native()  # hip-python has loaded the runtime by now
 
     @property
     def device(self) -> int:
@@ -215,74 +275,72 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
 
     # -- threads and devices ------------------------------------------------------------------
 
-    def _create_on_device(self, create: Callable[..., Any], flags: int) -> Any:
+    def _on_device(self, call: Callable[..., None], *args: object) -> None:
+        # Events and streams are made on the current device, and a stream synchronize waits
+        # on an event made there: this backend's, switched to for the call and back.
         if self._only_device:
-            return _call(create, flags)
+            call(*args)
+            return
         current = _call(hip.hipGetDevice)
         if current == self._ordinal:
-            return _call(create, flags)
+            call(*args)
+            return
         _call(hip.hipSetDevice, self._ordinal)
         try:
-            return _call(create, flags)
+            call(*args)
         finally:
             _call(hip.hipSetDevice, current)
 
-    def _exported_handle(self, raw: Any) -> int:
-        # The handle's address, as __cuda_stream__ gives it to a framework adopting the stream.
-        return int(raw)
+    def _exported_handle(self, raw: int) -> int:
+        # The handle is the stream's address, as __cuda_stream__ gives it to a framework.
+        return raw
 
-    def _adopt_stream(self, stream: object) -> Any:
-        handle = foreign_stream_handle(self.BACKEND, stream, native=(hip.ihipStream_t,))
-        return None if handle is None else hip.ihipStream_t.fromObj(handle)
+    def _adopt_stream(self, stream: object) -> int | None:
+        return foreign_stream_handle(self.BACKEND, stream, native=(hip.ihipStream_t,))
 
     # -- the runtime calls --------------------------------------------------------------------
+    #
+    # Handles are ints (the runtime's pointers). The hot calls are _native.c's, made on the
+    # runtime directly (docs/native.md); the rest go through hip-python.
 
-    def _raw_event_create(self) -> Any:
-        return self._create_on_device(hip.hipEventCreateWithFlags, _EVENT_FLAGS)
+    def _raw_event_create(self) -> int:
+        created: list[int] = []
+        self._raw_event_create_into(created.append)
+        return created[0]
 
-    def _raw_event_destroy(self, event: Any) -> None:
-        _call(hip.hipEventDestroy, event)
+    def _raw_event_create_into(self, store: Callable[[int], None]) -> None:
+        self._on_device(_native.event_create, _EVENT_FLAGS, store)
 
-    def _raw_event_record(self, event: Any, stream: Any) -> None:
-        _call(hip.hipEventRecord, event, stream)
+    def _raw_stream_create_non_blocking(self) -> int:
+        created: list[int] = []
+        self._raw_stream_create_into(created.append)
+        return created[0]
 
-    def _raw_event_wait(self, event: Any) -> None:
-        # Queries first, then sleeps in the synchronize of a blocking-sync event (the binding
-        # releases the GIL): see DriverCalls.wait.
-        _call.wait(hip.hipEventSynchronize, hip.hipEventQuery, event)
+    def _raw_stream_create_into(self, store: Callable[[int], None]) -> None:
+        self._on_device(_native.stream_create, _STREAM_FLAGS, store)
 
-    def _raw_event_query(self, event: Any) -> bool:
-        return _call.ready(hip.hipEventQuery, event)
+    def _raw_stream_synchronize(self, stream: int) -> None:
+        self._on_device(_native.stream_synchronize, stream)
 
-    def _raw_event_elapsed_ns(self, start: Any, end: Any) -> int:
-        # HIP can read slightly negative for events stamped close together; the base clamps.
-        return ms_to_ns(_call(hip.hipEventElapsedTime, start, end))
+    def _raw_event_record_unless_capturing(self, event: int, stream: int) -> bool:
+        return _native.event_record_unless_capturing(event, stream)
 
-    def _raw_event_elapsed_ns_many(self, starts: list[Any], ends: list[Any]) -> list[int]:
-        return list(map(ms_to_ns, _call.each(hip.hipEventElapsedTime, starts, ends)))
+    # The other raw calls are _native's functions themselves, bound as static methods: the
+    # base's call reaches C with no Python frame between. (mypy types a staticmethod as its
+    # callable, without the self of the method it overrides; _native.pyi gives the types.)
+    # HIP can read slightly negative for events stamped close together; the base clamps.
+    _raw_event_elapsed_ns = staticmethod(_native.event_elapsed_ns)  # type: ignore[assignment]
+    _raw_event_elapsed_ns_many = staticmethod(_native.event_elapsed_ns_many)  # type: ignore[assignment]
+    _raw_event_destroy = staticmethod(_native.event_destroy)  # type: ignore[assignment]
+    _raw_event_record = staticmethod(_native.event_record)  # type: ignore[assignment]
+    _raw_event_wait = staticmethod(_native.event_wait)  # type: ignore[assignment]
+    _raw_event_query = staticmethod(_native.event_query)  # type: ignore[assignment]
+    _raw_stream_wait_event = staticmethod(_native.stream_wait_event)  # type: ignore[assignment]
+    _raw_stream_destroy = staticmethod(_native.stream_destroy)  # type: ignore[assignment]
+    # Active and Invalidated both refuse a timing event; only None (0) is free.
+    _raw_stream_is_capturing = staticmethod(_native.stream_is_capturing)  # type: ignore[assignment]
 
-    def _raw_stream_wait_event(self, stream: Any, event: Any) -> None:
-        _call(hip.hipStreamWaitEvent, stream, event, 0)
-
-    def _raw_stream_synchronize(self, stream: Any) -> None:
-        _call(hip.hipStreamSynchronize, stream)
-
-    def _raw_stream_create_non_blocking(self) -> Any:
-        return self._create_on_device(hip.hipStreamCreateWithFlags, _STREAM_FLAGS)
-
-    def _raw_stream_destroy(self, stream: Any) -> None:
-        _call(hip.hipStreamDestroy, stream)
-
-    def _raw_stream_is_capturing(self, stream: Any) -> bool:
-        # Active and Invalidated both refuse a timing event; only None (0) is free.
-        return bool(int(_call(_stream_is_capturing, stream)))
-
-    def _raw_event_record_unless_capturing(self, event: Any, stream: Any) -> bool:
-        return _call.record_unless_capturing(
-            _stream_is_capturing, hip.hipEventRecord, event, stream
-        )
-
-    def _raw_launch_host_func(self, stream: Any, fn: Callable[[], object]) -> None:
+    def _raw_launch_host_func(self, stream: int, fn: Callable[[], object]) -> None:
         launch_host_func(
             self.BACKEND,
             fn,
@@ -293,7 +351,7 @@ class HipBackend(EventQueryMixin[Any, Any], CaptureCheckMixin[Any, Any], HostFun
 if TYPE_CHECKING:
 
     def _conforms(backend: HipBackend) -> None:
-        _api: EventApi[Event[Any], Stream[Any]] = backend
-        _query: SupportsEventQuery[Event[Any]] = backend
-        _capture: SupportsCaptureCheck[Stream[Any]] = backend
-        _host_func: SupportsHostFunc[Stream[Any]] = backend
+        _api: EventApi[Event[int], Stream[int]] = backend
+        _query: SupportsEventQuery[Event[int]] = backend
+        _capture: SupportsCaptureCheck[Stream[int]] = backend
+        _host_func: SupportsHostFunc[Stream[int]] = backend

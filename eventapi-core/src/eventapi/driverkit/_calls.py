@@ -235,10 +235,24 @@ class DriverCalls:
             return DriverError(self._backend, call, code, name, message)
         return DriverError(self._backend, call, code, name, text, not_ready=code == self._not_ready)
 
-    def _lost_again(self, lost: DriverError, fn: Callable[..., Any]) -> DriverError:
+    def failure(self, call: str, status: int) -> DriverError:
+        """The :class:`~eventapi.DriverError` for ``status``, which the driver call ``call``
+        returned to compiled code that called the driver directly.
+
+        As :meth:`error`, except once the device context was lost (:attr:`lost`): then the
+        error says so, naming ``call``, as a call of this object would raise without calling.
+        A backend whose compiled calls stop calling the driver once it is lost asks this for
+        the error of each call it refused, passing the lost status.
+        """
+        lost = self.lost
+        if lost is not None:
+            return self._lost_again(lost, call)
+        return self.error(call, status)
+
+    def _lost_again(self, lost: DriverError, fn: Callable[..., Any] | str) -> DriverError:
         return DriverError(
             self._backend,
-            _call_name(fn),
+            fn if isinstance(fn, str) else _call_name(fn),
             lost.code,
             lost.name,
             f"not called: the device context was lost earlier ({lost.call} failed with "
