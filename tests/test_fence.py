@@ -31,6 +31,7 @@ from eventapi import (
     DriverError,
     EventApi,
     EventFence,
+    EventProfiler,
     EventStateError,
     SupportsCaptureCheck,
     SupportsEventQuery,
@@ -596,3 +597,25 @@ def test_a_fence_cannot_be_copied_into_a_second_owner(
         fence.wait()
     gc.collect()
     assert capfd.readouterr() == ("", "")  # no "Exception ignored" from a half-built copy
+
+
+def test_a_negative_timeout_is_refused_as_the_standard_library_refuses_it(
+    host: HostBackend,
+) -> None:
+    stream = host.stream_create_non_blocking()
+    try:
+        with EventFence.record(host, stream) as fence:
+            with pytest.raises(ValueError, match=r"timeout must be a number of seconds >= 0"):
+                fence.wait(timeout=-1)
+            fence.wait(timeout=0)  # 0 queries once; the idle stream reached it long ago
+            fence.wait()
+    finally:
+        host.stream_destroy(stream)
+
+
+def test_a_refusal_names_the_call_the_user_made(host: HostBackend) -> None:
+    with pytest.raises(EventStateError, match=r"^EventFence\.record\(api, stream\): .*12345"):
+        EventFence.record(host, 12345)
+    with pytest.raises(EventStateError, match=r"^EventProfiler\(api, stream\): .*12345"):
+        EventProfiler(host, 12345)
+    assert host.live_handles() == (0, 0)

@@ -394,9 +394,24 @@ def test_summary_of_an_odd_count_is_the_middle_value(prof: EventProfiler[Any, An
     assert prof.summary()["x"].median_ns == durations[1]
 
 
-def test_summary_is_empty_before_any_collect(prof: EventProfiler[Any, Any]) -> None:
-    prof.start("pending").stop()
-    assert prof.summary() == {}
+def test_results_hold_every_window_stopped_so_far_without_a_collect(
+    prof: EventProfiler[Any, Any],
+) -> None:
+    # Reading the results collects what is pending (one wait), so they are never silently
+    # empty inside the profiler's with block; a window still open is not in them.
+    with prof.window("pending"):
+        pass
+    still_open = prof.start("open")
+    stats = prof.summary()
+    assert set(stats) == {"pending"}
+    assert stats["pending"].count == 1
+    prof.start("second").stop()
+    assert [span.name for span in prof.spans] == ["pending", "second"]
+    prof.start("third").stop()
+    assert "third" in prof.table()
+    assert prof.collect() == []  # everything stopped was read by the results already
+    still_open.stop()
+    assert [span.name for span in prof.collect()] == ["open"]
 
 
 # -- lifecycle ----------------------------------------------------------------------------------
@@ -485,7 +500,7 @@ def test_a_backend_with_only_the_protocol_works(api: HostBackend) -> None:
             pass
         spans = prof.collect()
     assert [(s.name, s.depth) for s in spans] == [("outer", 0), ("inner", 1)]
-    assert all(isinstance(s, Span) and s.stream.startswith("protocol-only:") for s in spans)
+    assert all(isinstance(s, Span) and s.stream.startswith("profiler-") for s in spans)
 
 
 @pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy, pickle.dumps])

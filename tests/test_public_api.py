@@ -53,6 +53,8 @@ PUBLIC = {
     "hookspec",
     "PLUGIN_API",
     "bench",
+    "register_backend",
+    "unregister_backend",
 }
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from ._fence import EventFence
     from ._plugins._discovery import backends
+    from ._plugins._register import register_backend, unregister_backend
     from ._plugins._selection import backend
     from ._plugins._spec import PLUGIN_API, BackendInfo, BackendSpec, hookimpl, hookspec
     from ._profiling._anchor import Anchor
@@ -87,6 +88,8 @@ __all__ = [
     "bench",
     "hookimpl",
     "hookspec",
+    "register_backend",
+    "unregister_backend",
 ]
 
 __version__ = "0.1.0"
@@ -122,6 +125,8 @@ _WHERE = {
     "bench": "_bench",
     "hookimpl": "_plugins._spec",
     "hookspec": "_plugins._spec",
+    "register_backend": "_plugins._register",
+    "unregister_backend": "_plugins._register",
 }
 
 

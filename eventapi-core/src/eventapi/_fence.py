@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Generic, NoReturn, TypeVar, cast, final
 
-from ._errors import CaptureError, EventStateError, UnsupportedError
+from ._errors import CaptureError, DriverError, EventStateError, UnsupportedError
 from ._gil import release_gil
 from ._protocol import (
     EventApi,
@@ -130,6 +130,11 @@ class EventFence(SingleOwner, Generic[E, S]):
         except EventStateError as exc:
             # The backend names its own call; the user made this one.
             raise EventStateError(f"EventFence.record(api, stream): {exc}") from exc
+        except DriverError as exc:
+            # Kept as the backend raised it (a caller may read its code); the note names the
+            # call the user made and what it was given.
+            exc.add_note(f"raised by EventFence.record(api, stream={stream!r})")
+            raise
         fence: EventFence[E, S] = object.__new__(cls)
         fence._api = api
         fence._event = event
@@ -178,7 +183,8 @@ class EventFence(SingleOwner, Generic[E, S]):
 
         A number polls the backend's ``event_query`` (first every 20 µs, backing off to every
         1 ms) and raises :class:`TimeoutError` once ``timeout`` seconds passed without the
-        fence being reached; ``timeout <= 0`` (or NaN) queries once. A timed wait needs
+        fence being reached; ``timeout == 0`` (or NaN) queries once, and a negative ``timeout``
+        raises :class:`ValueError`, as :meth:`queue.Queue.get` does. A timed wait needs
         ``event_query``: without it, :class:`~eventapi.UnsupportedError`. Raises
         :class:`~eventapi.EventStateError` after ``close()``, and the backend's
         :class:`~eventapi.DriverError` for the fault the wait revealed.
@@ -186,6 +192,11 @@ class EventFence(SingleOwner, Generic[E, S]):
         if self._closed:
             self._refuse_closed("wait")
         if timeout is not None:
+            if timeout < 0:
+                raise ValueError(
+                    f"EventFence.wait: timeout must be a number of seconds >= 0, or None to wait "
+                    f"as long as it takes; got {timeout!r}"
+                )
             self._require_query("wait(timeout=...)")
         if self._reached:
             return  # a fence is recorded once: reached stays reached

@@ -15,17 +15,25 @@ sums and a bounded sketch per name (:mod:`eventapi._profiling._sketch`) for at m
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar, cast, final
+from typing import Any, Final, Generic, NoReturn, ParamSpec, TypeVar, cast, final
 
 from .._errors import EventStateError
-from .._protocol import EventApi, SupportsCaptureCheck, SupportsFastPath, capabilities_of
+from .._protocol import (
+    Capabilities,
+    EventApi,
+    SupportsCaptureCheck,
+    SupportsFastPath,
+    capabilities_of,
+)
 from .._single_owner import SingleOwner
 from ._anchor import (
     ANCHOR_SAMPLES,
@@ -39,6 +47,7 @@ from ._nvtx import NvtxRanges, ranges_for
 from ._pool import EventPool
 from ._sketch import DurationSummary, quantile_of
 from ._span import Span, Stats, make_span
+from ._table import stats_table
 
 __all__ = ["EventProfiler", "Span", "Stats", "Window"]
 
@@ -48,11 +57,15 @@ E = TypeVar("E")
 S = TypeVar("S")
 
 # Window states. A skipped window goes from _OPEN to _DONE without ever holding an event.
+_NEW: Final = -1  # made by window(), opened when its with block is entered
 _OPEN: Final = 0  # start recorded, end not yet
 _CLOSED: Final = 1  # both recorded, waiting for collect()
 _DONE: Final = 2  # read back, skipped, abandoned or discarded: holds no event
 
 _labels = itertools.count()
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _opened(window: Window[Any]) -> int:
@@ -61,9 +74,12 @@ def _opened(window: Window[Any]) -> int:
 
 @final
 class Window(SingleOwner, Generic[E]):
-    """One profiling window, opened by :meth:`EventProfiler.window` or :meth:`EventProfiler.start`.
+    """One profiling window, made by :meth:`EventProfiler.window` or :meth:`EventProfiler.start`.
 
-    One-shot: :meth:`stop` once, or leave a ``with`` block. A window opened while the stream was
+    A window from :meth:`EventProfiler.start` is open at once; one from
+    :meth:`EventProfiler.window` opens when its ``with`` block is entered, and as a decorator
+    (``@prof.window("step")``) opens a fresh window around each call of the function. One-shot:
+    :meth:`stop` once, or leave the ``with`` block. A window opened while the stream was
     capturing a graph is *skipped*: it holds no event and its :meth:`stop` and ``with`` exit do
     nothing. A window a capture began inside of is skipped too, when it stops: its end is not
     recorded. Use it on the thread that uses its profiler. It holds its profiler's events:
@@ -74,22 +90,16 @@ class Window(SingleOwner, Generic[E]):
 
     __slots__ = ("_depth", "_end", "_name", "_profiler", "_seq", "_skipped", "_start", "_state")
 
-    def __init__(
-        self,
-        profiler: EventProfiler[E, Any],
-        name: str,
-        depth: int,
-        seq: int,
-        start: E | None,
-    ) -> None:
+    def __init__(self, profiler: EventProfiler[E, Any], name: str) -> None:
+        # Not open yet: EventProfiler._open_window records the start and fills in the rest.
         self._profiler = profiler
         self._name = name
-        self._depth = depth
-        self._seq = seq
-        self._start = start
+        self._depth = 0
+        self._seq = 0
+        self._start: E | None = None
         self._end: E | None = None
-        self._skipped = start is None
-        self._state = _OPEN
+        self._skipped = False
+        self._state = _NEW
 
     @property
     def name(self) -> str:
@@ -110,7 +120,7 @@ class Window(SingleOwner, Generic[E]):
     @property
     def stopped(self) -> bool:
         """True once :meth:`stop` ran (or the window was skipped and stopped, or discarded)."""
-        return self._state != _OPEN
+        return self._state > _OPEN
 
     def stop(self) -> None:
         """Record the window's end into the stream; never waits for the device.
@@ -123,7 +133,10 @@ class Window(SingleOwner, Generic[E]):
         self._profiler._stop(self)
 
     def __enter__(self) -> Window[E]:
-        if self._state != _OPEN:
+        state = self._state
+        if state == _NEW:
+            self._profiler._open_window(self, "window")
+        elif state != _OPEN:
             raise EventStateError(
                 f"window {self._name!r} was already stopped; a window is one-shot, "
                 "open a new one with profiler.window(name)"
@@ -142,8 +155,33 @@ class Window(SingleOwner, Generic[E]):
             self._profiler._abandon_above(self)
         self._profiler._stop(self)
 
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
+        """Decorate ``fn``: each call runs inside a fresh window of this name, as a ``with`` would.
+
+        Only a window not opened yet (from :meth:`EventProfiler.window`) decorates; the window
+        itself is never opened, it names the ones each call opens.
+        """
+        if self._state != _NEW or not callable(fn):
+            raise TypeError(
+                f"window {self._name!r} cannot decorate {fn!r}: decorate a function with "
+                "@profiler.window(name), whose window is not opened yet"
+            )
+        profiler, name = self._profiler, self._name
+
+        @functools.wraps(fn)
+        def timed(*args: P.args, **kwargs: P.kwargs) -> R:
+            with profiler.window(name):
+                return fn(*args, **kwargs)
+
+        return timed
+
     def __repr__(self) -> str:
-        state = "skipped" if self._skipped else ("open", "stopped", "done")[self._state]
+        if self._state == _NEW:
+            state = "not opened"
+        elif self._skipped:
+            state = "skipped"
+        else:
+            state = ("open", "stopped", "done")[self._state]
         return f"<Window {self._name!r} depth={self._depth} {state}>"
 
 
@@ -153,7 +191,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     ``stream=None`` makes the profiler create its own non-blocking stream (see :attr:`stream`,
     to launch work on) and destroy it on :meth:`close`; a stream passed in stays its owner's.
-    ``label`` names the stream in every :class:`Span` (default ``"<backend>:<n>"``).
+    ``label`` names the stream in every :class:`Span` (default ``"profiler-<n>"``, numbered in
+    the process; a backend's name and device are the trace track's, so the default never reads
+    like a device).
 
     Bounded memory for long-running programs: :meth:`summary` tracks at most ``max_names``
     distinct names (default 1000; spans of later names are still returned and retained, but
@@ -168,10 +208,15 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     destroys on :meth:`close`: it compares events of two streams of one device, which CUDA,
     HIP and the host backend allow, and so never waits for work queued after the windows.
 
-    Threads: a profiler is used from the thread that owns its stream, the one that launches the
-    work it times; it is not safe to open windows from two threads at once. Opening and
-    stopping windows never blocks; :meth:`collect` and :meth:`close` wait for the last window
-    stopped, and the first read of :attr:`anchor` for the anchor's own events.
+    Threads: a profiler is used by one thread at a time. It may move between threads (a server
+    hands it from the thread that launches the work to a collector, say), but two threads in
+    its methods at once are refused: the second raises :class:`~eventapi.EventStateError`
+    naming both calls, and nothing is lost or changed by the refused call. To share one between
+    threads, hold a lock of your own around each use (``docs/profiling.md`` shows both).
+    Opening and stopping windows never blocks; :meth:`collect`, :meth:`close` and reading the
+    results (:meth:`summary`, :attr:`spans`, :meth:`table`, :meth:`export_chrome_trace`) wait
+    for the last window stopped, and the first read of :attr:`anchor` for the anchor's own
+    events.
 
     A profiler owns its events and streams: ``copy``, ``deepcopy`` and ``pickle`` raise
     :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object,
@@ -189,11 +234,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_anchor_stream",
         "_anchor_target",
         "_api",
+        "_busy",
         "_capture_check",
         "_closed",
         "_earlier",
         "_elapsed",
         "_fast",
+        "_guard",
         "_label",
         "_max_names",
         "_nvtx",
@@ -234,6 +281,53 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._api = api
         self._closed = True
         self._owns_stream = False
+        # Held by the call in progress: another thread's call is refused instead of interleaved.
+        # Re-entrant, so a sink that reads the summary from inside a collect is not refused.
+        self._guard = threading.RLock()
+        self._busy = ""  # the call holding the guard, named in the refusal
+        self._bind_calls(api, capable)
+        self._open: list[Window[E]] = []
+        self._pending: list[Window[E]] = []
+        self._summaries: dict[str, DurationSummary] = {}
+        self._max_names = max_names
+        self._unsummarized = 0
+        self._spans: deque[Span] = deque(maxlen=max_spans)
+        self._spans_seen = 0
+        self._sink = sink
+        self._anchor: Anchor | None = None
+        self._anchor_event: E | None = None  # the latest anchor's event, kept out of the pool
+        self._anchor_stream: S | None = None  # created at the first anchor
+        self._anchor_target: Any = None  # what the anchor records into (see _target)
+        # Earlier anchors, seen from the latest one, to measure the clock rate over.
+        self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
+        self._seq = 0
+        self._skipped = 0
+        # Decided once: None unless NVTX ranges are on (cuda, with the nvtx package).
+        self._nvtx: NvtxRanges | None = ranges_for(api.BACKEND)
+        if label is not None and type(label) is not str:
+            raise TypeError(f"label must be a str, got {label!r}")
+        self._label = label if label is not None else f"profiler-{next(_labels)}"
+        self._target: Any = None
+        if stream is None:
+            self._stream: S = api.stream_create_non_blocking()
+            self._owns_stream = True
+        else:
+            self._stream = stream
+        # What windows record into: the stream itself, or with the fast path the backend's own
+        # handle for it (resolved once, so a foreign stream is refused here rather than at the
+        # first window, and a framework's stream is not adopted again at every window).
+        try:
+            fast = self._fast
+            self._target = self._stream if fast is None else fast.adopt_stream(self._stream)
+        except EventStateError as exc:
+            self._release_everything()
+            raise EventStateError(f"EventProfiler(api, stream): {exc}") from exc
+        except BaseException:
+            self._release_everything()
+            raise
+        self._closed = False
+
+    def _bind_calls(self, api: EventApi[E, S], capable: Capabilities) -> None:
         # The calls the hot path makes, bound once: the fused ones where the backend has
         # SupportsFastPath (a window opens with one call, a collect reads in one), else the
         # plain protocol calls.
@@ -253,43 +347,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             None if fast is None else fast.event_record_unless_capturing
         )
         self._pool: EventPool[E] = EventPool(api.event_create, api.event_destroy, api.BACKEND)
-        self._open: list[Window[E]] = []
-        self._pending: list[Window[E]] = []
-        self._summaries: dict[str, DurationSummary] = {}
-        self._max_names = max_names
-        self._unsummarized = 0
-        self._spans: deque[Span] = deque(maxlen=max_spans)
-        self._spans_seen = 0
-        self._sink = sink
-        self._anchor: Anchor | None = None
-        self._anchor_event: E | None = None  # the latest anchor's event, kept out of the pool
-        self._anchor_stream: S | None = None  # created at the first anchor
-        self._anchor_target: Any = None  # what the anchor records into (see _target)
-        # Earlier anchors, seen from the latest one, to measure the clock rate over.
-        self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
-        self._seq = 0
-        self._skipped = 0
-        # Decided once: None unless NVTX ranges are on (cuda, with the nvtx package).
-        self._nvtx: NvtxRanges | None = ranges_for(api.BACKEND)
-        self._label = label if label is not None else f"{api.BACKEND}:{next(_labels)}"
-        self._target: Any = None
-        if stream is None:
-            self._stream: S = api.stream_create_non_blocking()
-            self._owns_stream = True
-        else:
-            self._stream = stream
-        # What windows record into: the stream itself, or with the fast path the backend's own
-        # handle for it (resolved once, so a foreign stream is refused here rather than at the
-        # first window, and a framework's stream is not adopted again at every window).
-        try:
-            self._target = self._stream if fast is None else fast.adopt_stream(self._stream)
-        except EventStateError as exc:
-            self._release_everything()
-            raise EventStateError(f"EventProfiler(api, stream): {exc}") from exc
-        except BaseException:
-            self._release_everything()
-            raise
-        self._closed = False
 
     # -- what users read -------------------------------------------------------------------------
 
@@ -325,8 +382,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     @property
     def spans(self) -> tuple[Span, ...]:
-        """The collected spans retained for export, oldest first: at most ``max_spans``."""
-        return tuple(self._spans)
+        """The spans retained for export, oldest first: at most ``max_spans``.
+
+        Collects first what was stopped and not collected yet (one wait, as :meth:`collect`
+        does), so it holds every window stopped so far.
+        """
+        with self._using("spans"):
+            self._collect_pending()
+            return tuple(self._spans)
 
     @property
     def dropped_spans(self) -> int:
@@ -344,30 +407,54 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """
         if self._anchor is None:
             self._check_usable("anchor")
-            anchor, samples = self._take_anchor()
-            self._keep_anchor(anchor, samples)  # the first anchor: nothing earlier to measure
+            with self._using("anchor"):
+                anchor, samples = self._take_anchor()
+                self._keep_anchor(anchor, samples)  # the first anchor: nothing earlier to measure
         assert self._anchor is not None
         return self._anchor
 
-    def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+    def export_chrome_trace(self, path: str | os.PathLike[str], *, slice_args: bool = True) -> None:
         """Write the spans this profiler retains (:attr:`spans`) to ``path`` as a Chrome trace.
 
         The same as ``eventapi.trace.export_chrome_trace(path, self)``: Trace Event JSON that
-        Perfetto and ``chrome://tracing`` open. Does not collect; raises :class:`OSError` when
-        ``path`` cannot be written.
+        Perfetto and ``chrome://tracing`` open. Collects first what was stopped and not
+        collected yet, as :attr:`spans` does. ``slice_args=False`` leaves each slice's own
+        values (depth, bound, duration) out of it, for viewers that group slices by their
+        arguments (speedscope; see ``docs/traces.md``). The file is written whole or not at all;
+        raises :class:`OSError` when ``path`` cannot be written.
         """
         from ..trace import export_chrome_trace  # the trace machinery is loaded on first use
 
-        export_chrome_trace(path, self)
+        with self._using("export_chrome_trace"):
+            export_chrome_trace(path, self, slice_args=slice_args)
+
+    def table(self, *, sort_by: str = "total", limit: int | None = None) -> str:
+        """:meth:`summary` as a text table for people: one row per name, a header, units.
+
+        Rows are sorted by ``sort_by`` (``"total"``, ``"count"``, ``"mean"``, ``"median"``,
+        ``"min"``, ``"max"`` or ``"name"``; largest first but for ``"name"``), at most ``limit``
+        of them. Each duration column has one unit, chosen for its largest value, so the
+        column reads down. Collects what is pending first, as :meth:`summary` does.
+        """
+        with self._using("table"):
+            return stats_table(self.summary(), label=self._label, sort_by=sort_by, limit=limit)
 
     # -- windows ---------------------------------------------------------------------------------
 
     def window(self, name: str) -> Window[E]:
-        """Open a window named ``name`` now, for a ``with`` block; same as :meth:`start`."""
-        return self.start(name)
+        """A window named ``name``, opened when its ``with`` block is entered.
+
+        ``with prof.window("step"):`` records the start as the block is entered and the end as
+        it is left; ``@prof.window("step")`` decorates a function so that each call runs in a
+        window of its own, as torch's ``record_function`` does. Nothing is recorded until then.
+        Raises :class:`TypeError` for a name that is not a ``str``.
+        """
+        if type(name) is not str and not isinstance(name, str):
+            raise TypeError(f"a window name must be a str, got {name!r}")
+        return Window(self, name)
 
     def start(self, name: str) -> Window[E]:
-        """Open a window named ``name``: one event record into the stream, no wait.
+        """Open a window named ``name`` now: one event record into the stream, no wait.
 
         Returns the open :class:`Window`; stop it with :meth:`Window.stop`. When the stream is
         capturing a graph the window is skipped: nothing is recorded and :attr:`skipped` counts
@@ -375,41 +462,69 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         :class:`~eventapi.DriverError` when the backend refuses the record (nothing is left
         open and the event goes back to the pool).
         """
-        if self._closed:
-            self._check_usable("start")
         if type(name) is not str and not isinstance(name, str):
             raise TypeError(f"a window name must be a str, got {name!r}")
-        opened = self._open
-        seq = self._seq = self._seq + 1
-        free = self._pool.free
-        screened = self._screened
-        if screened is not None and free:
-            # The capture check and the record in one call, back to back: nothing of the
-            # profiler's own runs between the two driver calls.
-            event = free.pop()
-            try:
-                recorded = screened(event, self._target)
-            except BaseException:
-                free.append(event)
-                raise
-            if not recorded:
-                free.append(event)
-                self._skipped += 1
-                return Window(self, name, len(opened), seq, None)
-        else:
-            # Checked before an event is taken: a window skipped or refused creates none.
-            capture_check = self._capture_check
-            if capture_check is not None and capture_check(self._target):
-                self._skipped += 1
-                return Window(self, name, len(opened), seq, None)
-            event = self._record()
-        window: Window[E] = Window(self, name, len(opened), seq, event)
-        opened.append(window)
-        if self._nvtx is not None:
-            self._nvtx.start(name)
+        window: Window[E] = Window(self, name)
+        self._open_window(window, "start")
         return window
 
+    def _open_window(self, window: Window[E], call: str) -> None:
+        guard = self._guard
+        if not guard.acquire(False):
+            self._refuse_concurrent(call)
+        try:
+            self._busy = call
+            if self._closed:
+                self._check_usable(call)
+            opened = self._open
+            window._depth = len(opened)
+            window._seq = self._seq = self._seq + 1
+            free = self._pool.free
+            screened = self._screened
+            if screened is not None and free:
+                # The capture check and the record in one call, back to back: nothing of the
+                # profiler's own runs between the two driver calls.
+                event = free.pop()
+                try:
+                    recorded = screened(event, self._target)
+                except BaseException:
+                    free.append(event)
+                    raise
+                if not recorded:
+                    free.append(event)
+                    self._skip(window)
+                    return
+            else:
+                # Checked before an event is taken: a window skipped or refused creates none.
+                capture_check = self._capture_check
+                if capture_check is not None and capture_check(self._target):
+                    self._skip(window)
+                    return
+                event = self._record()
+            window._start = event
+            window._state = _OPEN
+            opened.append(window)
+            if self._nvtx is not None:
+                self._nvtx.start(window._name)
+        finally:
+            guard.release()
+
+    def _skip(self, window: Window[E]) -> None:
+        window._skipped = True
+        window._state = _OPEN  # open, holding nothing: its stop does nothing
+        self._skipped += 1
+
     def _stop(self, window: Window[E]) -> None:
+        guard = self._guard
+        if not guard.acquire(False):
+            self._refuse_concurrent("Window.stop")
+        try:
+            self._busy = "Window.stop"
+            self._stop_held(window)
+        finally:
+            guard.release()
+
+    def _stop_held(self, window: Window[E]) -> None:
         if self._closed or window._state != _OPEN or window._skipped:
             self._stop_unusual(window)
             return
@@ -458,6 +573,11 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"window {window.name!r} cannot stop: its profiler was closed, which discarded "
                 "every window still open"
             )
+        if window._state == _NEW:
+            raise EventStateError(
+                f"window {window.name!r} cannot stop: it was never opened; enter it with "
+                "`with profiler.window(name):`, or open one with profiler.start(name)"
+            )
         if window._state != _OPEN:
             raise EventStateError(
                 f"window {window.name!r} was already stopped; a window is one-shot, "
@@ -498,14 +618,23 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         :class:`~eventapi.EventStateError` after :meth:`close`.
         """
         self._check_usable("collect")
-        return self._collect()
+        with self._using("collect"):
+            return self._collect()
 
     def summary(self) -> dict[str, Stats]:
-        """Statistics of every span collected so far, by name, in first-collected order.
+        """Statistics of every window stopped so far, by name, in first-collected order.
 
-        At most ``max_names`` names (see :attr:`unsummarized`); each in bounded memory, with
-        the exactness :class:`Stats` states.
+        Collects first what was stopped and not collected yet (one wait, as :meth:`collect`
+        does; the spans that collect reads go to :attr:`spans` and the sink, not returned), so
+        it is never silently empty inside the profiler's ``with`` block. Windows still open
+        are not in it. At most ``max_names`` names (see :attr:`unsummarized`); each in bounded
+        memory, with the exactness :class:`Stats` states.
         """
+        with self._using("summary"):
+            self._collect_pending()
+            return self._stats()
+
+    def _stats(self) -> dict[str, Stats]:
         stats: dict[str, Stats] = {}
         for name, summary in self._summaries.items():
             ranks = summary.ranks()
@@ -684,23 +813,31 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """
         if self._closed:
             return
-        self._closed = True
-        try:
-            if self._open:
-                _log.warning(
-                    "%s: profiler closed with windows still open (%s); they were discarded",
-                    self._label,
-                    ", ".join(repr(w.name) for w in self._open),
-                )
-                if not self._pending:
+        with self._using("close"):
+            try:
+                if self._open and not self._pending:
                     # Nothing else will wait: let the stream reach what was recorded before
                     # its events are destroyed.
                     newest = self._open[-1]._start
                     assert newest is not None
                     self._api.event_wait(newest)
-            self._collect()
-        finally:
-            self._release_everything()
+                self._collect()
+            except Exception:
+                self._close_now()
+                raise
+            # An interrupt (KeyboardInterrupt, SystemExit) propagates with nothing released: the
+            # windows stopped stay pending, so a later close() (or summary()) still reads them.
+            self._close_now()
+
+    def _close_now(self) -> None:
+        self._closed = True
+        if self._open:
+            _log.warning(
+                "%s: profiler closed with windows still open (%s); they were discarded",
+                self._label,
+                ", ".join(repr(w.name) for w in self._open),
+            )
+        self._release_everything()
 
     def __enter__(self) -> EventProfiler[E, S]:
         return self
@@ -734,6 +871,23 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         return f"<EventProfiler {self._label} {state}>"
 
     # -- bookkeeping -----------------------------------------------------------------------------
+
+    def _collect_pending(self) -> None:
+        """What the readers do first: collect what was stopped and not collected yet."""
+        if self._pending and not self._closed:
+            self._collect()
+
+    def _using(self, call: str) -> _Using:
+        """A ``with`` holding the profiler for ``call``; refuses it while another thread is in."""
+        return _Using(self, call)
+
+    def _refuse_concurrent(self, call: str) -> NoReturn:
+        raise EventStateError(
+            f"{self._label}: EventProfiler.{call} refused: another thread is inside "
+            f"EventProfiler.{self._busy or 'a call'} on the same profiler. A profiler is used by "
+            "one thread at a time: hand it from one thread to the other between calls, or hold "
+            "a lock of your own around every use of it (see docs/profiling.md)"
+        )
 
     def _check_usable(self, call: str) -> None:
         if self._closed:
@@ -787,3 +941,23 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 _log.warning(
                     "%s: destroying a stream of the profiler failed", self._label, exc_info=True
                 )
+
+
+@final
+class _Using:
+    """Holds a profiler's guard for one call; see :meth:`EventProfiler._using`."""
+
+    __slots__ = ("_call", "_profiler")
+
+    def __init__(self, profiler: EventProfiler[Any, Any], call: str) -> None:
+        self._profiler = profiler
+        self._call = call
+
+    def __enter__(self) -> None:
+        profiler = self._profiler
+        if not profiler._guard.acquire(False):
+            profiler._refuse_concurrent(self._call)
+        profiler._busy = self._call
+
+    def __exit__(self, *exc: object) -> None:
+        self._profiler._guard.release()
