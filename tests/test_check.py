@@ -8,7 +8,8 @@ from pathlib import Path
 
 from protocol_only import ProtocolOnly
 
-from eventapi._cli._check import BackendReport, check_backend, run_check
+from eventapi._cli._check import BackendReport, check_backend
+from eventapi._cli._main import run_check
 from eventapi._cli._report import report
 from eventapi.host import HostBackend
 

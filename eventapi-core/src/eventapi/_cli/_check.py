@@ -28,19 +28,16 @@ backend object. Printing the results and writing the trace are :mod:`eventapi._c
 from __future__ import annotations
 
 import statistics
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO, final
+from typing import Any, Final, final
 
-from .._errors import EventApiError
 from .._fence import EventFence
 from .._profiling._profiler import EventProfiler, Span
 from .._protocol import EventApi, SupportsEventQuery, SupportsHostFunc
-from ._report import report
 
 __all__ = [
     "ANCHOR_LIMIT_NS",
@@ -51,7 +48,6 @@ __all__ = [
     "BackendReport",
     "CheckResult",
     "check_backend",
-    "run_check",
 ]
 
 PASS: Final = "PASS"
@@ -93,11 +89,16 @@ class CheckResult:
 @final
 @dataclass(frozen=True, slots=True)
 class BackendReport:
-    """Every check of one backend, and the spans its profiler check read."""
+    """Every check of one backend, and the (closed) profilers whose windows its checks read."""
 
     backend: str
     results: tuple[CheckResult, ...]
-    spans: tuple[Span, ...] = ()
+    profilers: tuple[EventProfiler[Any, Any], ...] = ()
+
+    @property
+    def spans(self) -> tuple[Span, ...]:
+        """The spans the profilers read, in order."""
+        return tuple(span for profiler in self.profilers for span in profiler.spans)
 
     @property
     def failed(self) -> bool:
@@ -122,7 +123,7 @@ def check_backend(
     name = name if name is not None else api.BACKEND
     counts = _live_handles(api)
     results: list[CheckResult] = []
-    spans: list[Span] = []
+    profilers: list[EventProfiler[Any, Any]] = []
 
     def run(check: str, body: Callable[[], tuple[str, str, dict[str, float]]]) -> None:
         try:
@@ -135,9 +136,7 @@ def check_backend(
 
     run("fence_cross_thread", lambda: _check_fence(api))
     run("stream_dependency", lambda: _check_dependency(api))
-    window_spans: list[Span] = []
-    run("window_delay", lambda: _check_window(api, window_spans))
-    spans.extend(window_spans)
+    run("window_delay", lambda: _check_window(api, profilers))
     run("anchor", lambda: _check_anchor(api))
     for check, body in _overheads(api, iterations):
         run(check, body)
@@ -159,7 +158,7 @@ def check_backend(
                 f"live handles {_fmt_handles(counts)} before, {_fmt_handles(after)} after",
             )
         )
-    return BackendReport(name, tuple(results), tuple(spans))
+    return BackendReport(name, tuple(results), tuple(profilers))
 
 
 # -- the checks ---------------------------------------------------------------------------------
@@ -239,7 +238,7 @@ def _check_dependency(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, floa
 
 
 def _check_window(
-    api: EventApi[Any, Any], spans_out: list[Span]
+    api: EventApi[Any, Any], profilers_out: list[EventProfiler[Any, Any]]
 ) -> tuple[str, str, dict[str, float]]:
     if not isinstance(api, SupportsHostFunc):
         return SKIP, "needs SupportsHostFunc to put a known delay on the stream", {}
@@ -250,7 +249,7 @@ def _check_window(
                 with prof.window(f"host sleep {DELAY_NS // 1_000_000} ms"):
                     api.stream_launch_host_func(prof.stream, lambda: time.sleep(delay_s))
         spans = prof.collect()
-    spans_out.extend(spans)
+    profilers_out.append(prof)  # closed: it keeps its spans and anchor for the trace
     readings = [s.duration_ns for s in spans if s.depth == 1]
     median = statistics.median_low(readings)
     values = {"median_ms": median / 1e6, "min_ms": min(readings) / 1e6}
@@ -392,33 +391,3 @@ def _fmt_handles(counts: tuple[int, ...]) -> str:
     if len(counts) == 2:
         return f"{counts[0]} events, {counts[1]} streams"
     return str(counts)
-
-
-# -- the command-line job -----------------------------------------------------------------------
-
-
-def run_check(
-    names: Sequence[str] | None,
-    *,
-    as_json: bool = False,
-    trace: str | None = None,
-    out: TextIO = sys.stdout,
-) -> int:
-    """``eventapi check [NAME ...] [--json] [--trace FILE]``; returns the exit status.
-
-    ``names`` None or empty checks every usable backend discovery lists. A named backend that
-    cannot be loaded is a failed ``load`` row. Exit status 1 when any check failed (or nothing
-    could be checked), else 0.
-    """
-    from .. import backend, backends
-
-    reports: list[BackendReport] = []
-    chosen = list(names) if names else [info.name for info in backends() if info.usable]
-    for name in chosen:
-        try:
-            api = backend(name)
-        except EventApiError as exc:
-            reports.append(BackendReport(name, (CheckResult(name, "load", FAIL, str(exc)),)))
-            continue
-        reports.append(check_backend(api, name=name))
-    return report(reports, as_json=as_json, trace=trace, out=out)

@@ -260,11 +260,39 @@ def _backends(as_json: bool, retry: Sequence[str] = ()) -> int:
 
 
 def _check(names: list[str], as_json: bool, trace: str | None) -> int:
-    # Imported here: the check pulls in the fence and profiler machinery that listing does not.
-    from ._check import run_check
-
     with _stdout_kept_for_us() as out:
         return run_check(names, as_json=as_json, trace=trace, out=out)
+
+
+def run_check(
+    names: Sequence[str] | None,
+    *,
+    as_json: bool = False,
+    trace: str | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """``eventapi check [NAME ...] [--json] [--trace FILE]``; returns the exit status.
+
+    ``names`` None or empty checks every usable backend discovery lists. A named backend that
+    cannot be loaded is a failed ``load`` row. Exit status 1 when any check failed (or nothing
+    could be checked), else 0. The checks are :mod:`._check`'s, the table and the trace
+    :mod:`._report`'s.
+    """
+    # Imported here: the checks pull in the fence and profiler machinery that listing does not.
+    from .. import backend
+    from ._check import FAIL, BackendReport, CheckResult, check_backend
+    from ._report import report
+
+    reports: list[BackendReport] = []
+    chosen = list(names) if names else [info.name for info in backends() if info.usable]
+    for name in chosen:
+        try:
+            api = backend(name)
+        except EventApiError as exc:
+            reports.append(BackendReport(name, (CheckResult(name, "load", FAIL, str(exc)),)))
+            continue
+        reports.append(check_backend(api, name=name))
+    return report(reports, as_json=as_json, trace=trace, out=out)
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -1,8 +1,8 @@
 """How ``eventapi check`` reports: a table or JSON of the checks, and the spans as a trace.
 
-:func:`report` prints what :func:`~eventapi._cli._check.check_backend` returned and decides the exit
-status; :func:`write_trace` writes the profiler spans the checks read as Chrome trace-event JSON.
-Running the checks is :mod:`eventapi._cli._check`'s.
+:func:`report` prints what :func:`~eventapi._cli._check.check_backend` returned and decides
+the exit status; :func:`write_trace` writes the spans the checks read as a Chrome trace.
+Running the checks is :mod:`eventapi._cli._check`'s; choosing the backends is the command's.
 """
 
 from __future__ import annotations
@@ -19,23 +19,16 @@ __all__ = ["report", "write_trace"]
 
 
 def write_trace(reports: Sequence[BackendReport], path: str) -> None:
-    """Write every report's spans to ``path`` as Chrome trace-event JSON (:mod:`eventapi.trace`).
+    """Write every report's spans to ``path`` as Chrome trace-event JSON, whole or not at all.
 
-    This process's track, one thread track per backend and stream label; each span a complete
+    The trace :func:`eventapi.trace.export_chrome_trace` writes of the checks' profilers: this
+    process's track, one track per backend, device and stream label, each span a complete
     (``"X"``) event on the host clock, so it opens in ``chrome://tracing`` and Perfetto and
     merges with other traces (``eventapi trace merge``).
     """
-    from ..trace._format import TraceFile, Track, process_info
+    from ..trace import export_chrome_trace
 
-    trace = TraceFile(path, process_info())
-    try:
-        for rep in reports:
-            backend, _, device = rep.backend.partition(":")
-            for label in dict.fromkeys(span.stream for span in rep.spans):
-                track = Track(backend, int(device) if device.isdigit() else None, label)
-                trace.add(track, [span for span in rep.spans if span.stream == label])
-    finally:
-        trace.close()
+    export_chrome_trace(path, *(profiler for rep in reports for profiler in rep.profilers))
 
 
 def report(
