@@ -904,9 +904,13 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
 
 
 # A default event's wait on a stream whose worker first sleeps 20 ms in usleep(20000), in a
-# fresh process: prints whether the wait took that long, whether it kept its core (at least
-# half the wait's wall time is the process's CPU time: a spin is on a core throughout, and the
-# margin is for a preemption on a busy host), and how many times the spin yielded the core.
+# fresh process: prints whether the wait took that long, whether it stayed on a core (a spin,
+# yielding or not, is runnable throughout; a sleeping wait is not), and how many times the spin
+# yielded the core. "On a core" is a CPU share of at least 10 % of the wall time: a wait that
+# sleeps in the kernel uses well under 1 %, and a runnable thread gets far more than 10 % even
+# beside two processes spinning on a two-core host (a share of one half to one third), so
+# machine load cannot move the result across the line. Whether it yielded is the driver's own
+# count, which load does not change either.
 # CONTEXTS primary contexts are retained first (cuda), then device 0's set to SCHED.
 _SPINNING_WAIT = """
     import ctypes, time
@@ -943,7 +947,7 @@ _SPINNING_WAIT = """
     wall, cpu = time.perf_counter(), time.process_time()
     assert synchronize(event) == 0
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    print(wall >= 0.019, cpu / wall >= 0.5, lib.emu_spin_yields() - yields)
+    print(wall >= 0.019, cpu / wall >= 0.1, lib.emu_spin_yields() - yields)
 """
 
 _PROCESSORS = len(os.sched_getaffinity(0))

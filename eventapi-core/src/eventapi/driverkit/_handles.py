@@ -91,7 +91,8 @@ class _Handle:
 
     # The finalizers bind sys.is_finalizing as a default: at interpreter shutdown the module
     # globals (sys among them) may already be None, and a finalizer must stay silent then. They
-    # read the owner with getattr: an object built without __init__ has no slot set.
+    # read every slot with getattr: an object whose __init__ was interrupted (or never ran) has
+    # only some of them set, and a finalizer must not raise for it.
 
 
 @final
@@ -132,7 +133,7 @@ class Event(_Handle, Generic[RE]):
     def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
         # Safety net for an event dropped without event_destroy; never raises.
         owner = getattr(self, "_owner", None)
-        if owner is not None and not self._closed and not _finalizing():
+        if owner is not None and not getattr(self, "_closed", True) and not _finalizing():
             owner._collect(self)
 
 
@@ -204,7 +205,10 @@ class Stream(_Handle, Generic[RS]):
     def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
         # Safety net for an owned stream dropped without stream_destroy; never raises.
         owner = getattr(self, "_owner", None)
-        if owner is not None and self._owned and not self._closed and not _finalizing():
+        if owner is None or _finalizing():
+            return
+        # getattr: an __init__ interrupted before these were set left nothing to release.
+        if getattr(self, "_owned", False) and not getattr(self, "_closed", True):
             owner._collect(self)
 
 
