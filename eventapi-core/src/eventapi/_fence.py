@@ -184,7 +184,7 @@ class EventFence(SingleOwner, Generic[E, S]):
         A number polls the backend's ``event_query`` (first every 20 µs, backing off to every
         1 ms) and raises :class:`TimeoutError` once ``timeout`` seconds passed without the
         fence being reached; ``timeout == 0`` (or NaN) queries once, and a negative ``timeout``
-        raises :class:`ValueError`, as :meth:`queue.Queue.get` does. A timed wait needs
+        raises :class:`ValueError`, as ``queue.Queue.get`` does. A timed wait needs
         ``event_query``: without it, :class:`~eventapi.UnsupportedError`. Raises
         :class:`~eventapi.EventStateError` after ``close()``, and the backend's
         :class:`~eventapi.DriverError` for the fault the wait revealed.
