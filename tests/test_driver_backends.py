@@ -895,7 +895,7 @@ def test_a_window_during_a_capture_is_skipped_and_nothing_is_recorded_into_the_c
     opened: list[object] = []
     one_call = type(api)._raw_event_record_unless_capturing
 
-    def spy(backend: Any, event: object, raw_stream: object) -> bool:
+    def spy(backend: Any, event: Any, raw_stream: Any) -> bool:
         opened.append(event)
         return one_call(backend, event, raw_stream)
 

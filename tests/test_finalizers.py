@@ -27,7 +27,7 @@ def unraisable(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 def _partial(cls: type, **slots: object) -> Any:
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     for name, value in slots.items():
         object.__setattr__(obj, name, value)
     return obj

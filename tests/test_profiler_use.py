@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -164,20 +164,26 @@ class InterruptOnce:
 
 def test_an_interrupted_close_keeps_what_was_stopped(api: HostBackend) -> None:
     wrapped = InterruptOnce(api)
-    prof = EventProfiler(wrapped)  # type: ignore[arg-type]
+    prof: EventProfiler[Any, Any] = EventProfiler(wrapped)
     for name in ("a", "b"):
         prof.start(name).stop()
     wrapped.armed = True
     with pytest.raises(KeyboardInterrupt):
         prof.close()
-    assert not prof.closed  # nothing was released: a later close reads the windows
+    closed: bool = prof.closed  # read through a name: mypy would narrow the property
+    assert not closed  # nothing was released: a later close reads the windows
     assert {name: stats.count for name, stats in prof.summary().items()} == {"a": 1, "b": 1}
     prof.close()
-    assert prof.closed
+    closed = prof.closed
+    assert closed
     assert {name: stats.count for name, stats in prof.summary().items()} == {"a": 1, "b": 1}
 
 
 # -- the table ------------------------------------------------------------------------------------
+
+
+def _sleeper(seconds: float) -> Callable[[], None]:
+    return lambda: time.sleep(seconds)
 
 
 def test_the_table_lists_names_by_total_with_a_unit_per_column(api: HostBackend) -> None:
@@ -185,7 +191,7 @@ def test_the_table_lists_names_by_total_with_a_unit_per_column(api: HostBackend)
         for name, repeats, delay_s in (("short", 3, 0.0), ("long", 1, 0.002)):
             for _ in range(repeats):
                 with prof.window(name):
-                    api.stream_launch_host_func(prof.stream, lambda d=delay_s: time.sleep(d))
+                    api.stream_launch_host_func(prof.stream, _sleeper(delay_s))
         text = prof.table()
         lines = text.splitlines()
     assert lines[0] == "train: 2 names, 4 windows"

@@ -47,13 +47,20 @@ else:
     # is an error, as it is at run time.
     def __getattr__(name: str) -> object:
         # Called only for a name not yet in the module's namespace: import its module once,
-        # then keep the value here, so later reads are plain attribute reads.
+        # then keep the value here, so later reads are plain attribute reads. The public
+        # submodules are attributes too (eventapi.trace after a bare `import eventapi`), and
+        # the version is read from the installed distribution's metadata, its one source.
         where = _WHERE.get(name)
-        if where is None:
+        if where is None and name not in _SUBMODULES and name != "__version__":
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         from importlib import import_module
 
-        value = getattr(import_module(f"{__name__}.{where}"), name)
+        if name == "__version__":
+            value: object = import_module(f"{__name__}._metadata").version_of("eventapi-core")
+        elif where is None:
+            value = import_module(f"{__name__}.{name}")
+        else:
+            value = getattr(import_module(f"{__name__}.{where}"), name)
         globals()[name] = value
         return value
 
@@ -92,7 +99,10 @@ __all__ = [
     "unregister_backend",
 ]
 
-__version__ = "0.1.0"
+__version__: str  # read on first use from the distribution's metadata (see __getattr__)
+
+# The public submodules, reachable as attributes without importing them first.
+_SUBMODULES = frozenset({"driverkit", "host", "testing", "trace"})
 
 # Where each public name is defined: the same list as the imports above, read at run time.
 # (The errors carry __module__ = "eventapi" themselves, so a traceback and pickle name them
@@ -131,4 +141,4 @@ _WHERE = {
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, "__version__"})

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
 
-__all__ = ["name_and_version"]
+__all__ = ["name_and_version", "version_of"]
 
 
 def name_and_version(dist: Distribution) -> tuple[str, str]:
@@ -36,3 +36,17 @@ def name_and_version(dist: Distribution) -> tuple[str, str]:
     if "name" in found and "version" in found:
         return found["name"], found["version"]
     return dist.name, dist.version
+
+
+def version_of(distribution: str) -> str:
+    """The installed ``distribution``'s version, as its metadata says; ``"0+unknown"`` without it.
+
+    ``eventapi.__version__`` is this for ``eventapi-core``: one version, the one pip installed,
+    not a second copy in the source that could drift from it.
+    """
+    import importlib.metadata
+
+    try:
+        return name_and_version(importlib.metadata.distribution(distribution))[1]
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
