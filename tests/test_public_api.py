@@ -283,3 +283,19 @@ def test_a_backend_object_shows_only_its_documented_attributes(name: str) -> Non
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
     assert done.returncode == 0, done.stderr
     assert set(json.loads(done.stdout)) == BACKEND_ATTRIBUTES[name]
+
+
+def test_the_version_is_the_installed_distributions() -> None:
+    import importlib.metadata
+
+    assert eventapi.__version__ == importlib.metadata.version("eventapi-core")
+
+
+def test_public_submodules_are_attributes_of_a_bare_import() -> None:
+    added = fresh_modules(
+        "import eventapi\nmark('import')\n"
+        "assert callable(eventapi.trace.export_chrome_trace)\n"
+        "assert eventapi.host.HostBackend is not None\nmark('trace')"
+    )
+    assert set(added["import"]) <= {"eventapi", "__future__"}
+    assert "eventapi.trace" in added["trace"]
