@@ -1,4 +1,7 @@
-"""Fixtures shared by the core tests: a fresh host backend that must end with nothing live."""
+"""Fixtures shared by the core tests: a fresh host backend that must end with nothing live.
+
+The end of a run says each skip reason once, with its count, as the conformance kit does.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,13 @@ import pytest
 
 from eventapi.driverkit import Stream
 from eventapi.host import HostBackend
+from eventapi.testing.plugin import summarize_skips
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    # With --eventapi-backend the kit's own plugin already wrote it.
+    if terminalreporter.config.getoption("eventapi_backend", None) is None:
+        summarize_skips(terminalreporter)
 
 
 @pytest.fixture

@@ -13,11 +13,16 @@ binding): pytest loads it in every run of every project where eventapi-core is i
 ``NAME`` is a backend name for :func:`eventapi.backend`, optionally with a device
 (``host``, ``cuda``, ``cuda:1``), or ``module:attr`` naming a backend object or a zero-argument
 factory of one (``mypkg.backend:MyBackend``).
+
+A backend lacking an optional capability skips the kit's checks of it, often a dozen tests for
+one reason. With ``--eventapi-backend`` the end of the run says each reason once, with how many
+tests it skipped (:func:`summarize_skips`), instead of one line per test as ``-rs`` prints.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,6 +95,40 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Mod
         return None
     module: pytest.Module = pytest.Module.from_parent(parent, path=file_path)
     return module
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if terminalreporter.config.getoption("eventapi_backend") is not None:
+        summarize_skips(terminalreporter)
+
+
+def summarize_skips(reporter: pytest.TerminalReporter) -> None:
+    """Write each reason tests were skipped (or expected to fail) for once, with its count.
+
+    Most common first. The run's own test suite calls it too (from its ``conftest.py``), so
+    both say what was skipped the same way.
+    """
+    for outcome in ("skipped", "xfailed"):
+        reasons = Counter(_reason(report) for report in reporter.stats.get(outcome, ()))
+        if not reasons:
+            continue
+        total = sum(reasons.values())
+        kinds = "one reason" if len(reasons) == 1 else f"{len(reasons)} reasons"
+        reporter.write_sep("-", f"{total} {outcome}, {kinds}")
+        width = len(str(max(reasons.values())))
+        for reason, count in reasons.most_common():
+            reporter.write_line(f"{count:>{width}} x {reason}")
+
+
+def _reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """A skipped or xfailed test's reason, on one line."""
+    if hasattr(report, "wasxfail"):
+        reason = str(report.wasxfail)
+    elif isinstance(report.longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
+        reason = report.longrepr[2].removeprefix("Skipped: ")
+    else:
+        reason = str(report.longrepr)
+    return " ".join(reason.split()) or "(no reason given)"
 
 
 @pytest.fixture(scope="session")
