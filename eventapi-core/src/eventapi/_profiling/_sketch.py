@@ -20,6 +20,8 @@ from array import array
 from operator import itemgetter
 from typing import Final, final
 
+from .._ranks import rank_of
+
 __all__ = ["EXACT_UP_TO", "RANK_ERROR", "DurationSummary"]
 
 EXACT_UP_TO: Final = 1000
@@ -161,7 +163,7 @@ def quantile_of(ranks: tuple[tuple[int, int, int], ...], count: int, q: float) -
     median of an even count is the lower middle value. From a sketch, the entry whose rank
     range lies nearest that rank on both sides.
     """
-    target = max(1, math.ceil(q * count))
+    target = rank_of(count, q)
     best = ranks[0][0]
     best_miss = count + 1
     for value, least, greatest in ranks:

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._ranks import nearest_rank
 from ._files import Written, check_path, refuse_overlap, replacing
 from ._format import read_trace
 
@@ -169,12 +170,6 @@ def _nest(slices: list[_Slice]) -> None:
             ends.append(item.ts + item.dur)
 
 
-def _nearest_rank(ordered: list[int], q: float) -> int:
-    # The same definition as Stats.quantile: a duration that was measured, never an average.
-    rank = max(1, -(-len(ordered) * q // 1))
-    return ordered[int(rank) - 1]
-
-
 def format_ns(ns: float) -> str:
     """``ns`` nanoseconds in the unit that keeps three or four significant digits."""
     for unit, size in (("s", 1e9), ("ms", 1e6), ("\u00b5s", 1e3)):
@@ -229,7 +224,7 @@ def _table(slices: list[_Slice]) -> str:
             str(len(durations)),
             format_ns(sum(durations)),
             format_ns(durations[0]),
-            *(format_ns(_nearest_rank(durations, q)) for _, q in _QUANTILES),
+            *(format_ns(nearest_rank(durations, q)) for _, q in _QUANTILES),
             format_ns(durations[-1]),
         ]
         rows.append(
