@@ -47,9 +47,20 @@ $(EMU)/libamdhip64.so: tests/emulated/emu_hip.c $(EMU_CORE)
 	@mkdir -p $(EMU)
 	$(CC) $(CFLAGS) -shared -fPIC -pthread -Wl,-soname,libamdhip64.so -o $@ tests/emulated/emu_hip.c tests/emulated/emu_core.c
 
-check: $(STAMP)
+# The backends usable here, then cuda and hip once more on the emulated drivers (built first),
+# so that all three are seen to work on a machine without a GPU; labelled, since that is not
+# the machine's own driver.
+check: $(STAMP) emulated
 	$(BIN)/eventapi backends
 	$(BIN)/eventapi check
+	@echo
+	@echo "cuda and hip once more, on the emulated drivers built from tests/emulated/ (no GPU needed):"
+	@echo
+	@echo "cuda (emulated driver: $(EMU)/libcuda.so.1)"
+	@LD_PRELOAD=$(CURDIR)/$(EMU)/libcuda.so.1 $(BIN)/eventapi check cuda
+	@echo
+	@echo "hip (emulated driver: $(EMU)/libamdhip64.so)"
+	@LD_PRELOAD=$(CURDIR)/$(EMU)/libamdhip64.so $(BIN)/eventapi check hip
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
