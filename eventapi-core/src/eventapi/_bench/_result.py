@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Final, Literal, final
 
-from ._stats import CONFIDENCE, MIN_N, median_interval, nearest_rank
+from .._ranks import nearest_rank
+from ._stats import CONFIDENCE, MIN_N, median_interval
 
 __all__ = ["BenchResult", "Comparison", "StoppedBy", "summarize"]
 

@@ -32,8 +32,9 @@ from .._profiling._anchor import TIMER_RESOLUTION_NS
 from .._profiling._profiler import EventProfiler
 from .._profiling._span import Span
 from .._protocol import EventApi, SupportsHostFunc
+from .._ranks import nearest_rank
 from ._result import BenchResult, StoppedBy, summarize
-from ._stats import MIN_N, nearest_rank, trend
+from ._stats import MIN_N, trend
 
 __all__ = [
     "BATCH_BELOW_NS",

@@ -17,7 +17,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["CONFIDENCE", "MIN_N", "median_interval", "median_ranks", "nearest_rank", "trend"]
+__all__ = ["CONFIDENCE", "MIN_N", "median_interval", "median_ranks", "trend"]
 
 CONFIDENCE: Final = 0.95
 """The confidence of every interval a result states."""
@@ -74,11 +74,6 @@ def _last_tail_rank(n: int, alpha: float) -> int:
         if total_f > alpha:
             return j - 1
     return n
-
-
-def nearest_rank(ordered: tuple[int, ...] | list[int], q: float) -> int:
-    """The reading at quantile ``q`` of sorted readings, nearest rank (the lower middle)."""
-    return ordered[max(1, math.ceil(len(ordered) * q)) - 1]
 
 
 def median_interval(
