@@ -19,21 +19,33 @@ CFLAGS ?= -O2 -g -Wall -Wextra -Werror -std=c11
 EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
-.PHONY: all check test lint typecheck pytest conformance matrix fuzz soak emulated bench docs dist clean
+.PHONY: all check test lint typecheck pytest conformance matrix fuzz soak emulated native bench docs dist clean
 
 all: test
 
-$(STAMP): requirements-dev.txt eventapi-core/pyproject.toml eventapi-cuda/pyproject.toml eventapi-hip/pyproject.toml
+# The editable installs build the backends' C extensions in place (src/*/_native.abi3.so).
+$(STAMP): requirements-dev.txt eventapi-core/pyproject.toml eventapi-cuda/pyproject.toml eventapi-hip/pyproject.toml eventapi-cuda/setup.py eventapi-hip/setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements-dev.txt \
 		-e eventapi-core -e eventapi-cuda -e eventapi-hip
 	touch $@
 
+# The C extensions of eventapi-cuda and eventapi-hip, rebuilt in place when their source
+# changes, so that no test runs a stale one. One abi3 build serves every .venv-3.X.
+NATIVE := eventapi-cuda/src/eventapi_cuda/_native.abi3.so eventapi-hip/src/eventapi_hip/_native.abi3.so
+
+native: $(NATIVE)
+
+eventapi-%/_native.abi3.so: eventapi-%/_native.c | $(STAMP)
+	cd $(firstword $(subst /, ,$@)) && $(CURDIR)/$(BIN)/python setup.py -q build_ext --inplace \
+		--build-temp $(CURDIR)/build/native/$(notdir $(firstword $(subst /, ,$@)))
+
 # The NVTX injection library that records ranges sits beside the emulated drivers.
 NVTX_RECORDER := $(EMU)/libnvtx_recorder.so
 
-emulated: $(EMU_LIBS) $(NVTX_RECORDER)
+# What the tests run on: the emulated drivers, and the backends' extensions built afresh.
+emulated: $(EMU_LIBS) $(NVTX_RECORDER) native
 
 $(NVTX_RECORDER): tests/nvtx/nvtx_recorder.c
 	@mkdir -p $(EMU)
@@ -125,12 +137,24 @@ docs: $(STAMP)
 # and metadata that twine accepts (the long description renders, the fields are valid).
 DISTRIBUTIONS := eventapi-core eventapi-cuda eventapi-hip
 
+# eventapi-cuda and eventapi-hip are platform wheels (their C extension, one abi3 build for
+# CPython 3.11 and later): auditwheel checks that the extension needs no library but the C
+# library's (and libm), at symbol versions no newer than glibc 2.17; with nothing to graft
+# into the wheel, `wheel tags` retags it manylinux_2_17 (docs/release.md: the other builds).
+MANYLINUX := manylinux_2_17_$(shell uname -m)
+
 dist: $(STAMP)
 	rm -rf build/dist
 	for d in $(DISTRIBUTIONS); do $(BIN)/python -m build -q --outdir build/dist $$d || exit 1; done
+	for w in build/dist/eventapi_cuda-*-linux_*.whl build/dist/eventapi_hip-*-linux_*.whl; do \
+		$(BIN)/auditwheel show $$w | tee build/dist/auditwheel.txt && \
+		grep -q '"$(MANYLINUX)"' build/dist/auditwheel.txt && \
+		$(BIN)/python -m wheel tags --remove --platform-tag $(MANYLINUX) $$w || exit 1; \
+	done
 	$(BIN)/python -c 'import pathlib, sys; \
 		versions = {p.name.split("-")[1] for p in pathlib.Path("build/dist").glob("*.whl")}; \
 		sys.exit(f"versions differ: {sorted(versions)}" if len(versions) != 1 else None)'
+	rm build/dist/auditwheel.txt
 	$(BIN)/twine check --strict build/dist/*
 
 test: lint typecheck docs pytest conformance matrix
