@@ -348,3 +348,68 @@ def test_third_party_backend_passes_the_conformance_kit(
     # Most of the kit applies to a backend without host functions or capture; if it were all
     # skipped, this test would prove nothing.
     assert run.count("passed") >= 40, run.output
+
+
+# -- the backends' C extension ------------------------------------------------------------------
+
+HIP_PYTHON = ("hip-python==10.0.0.0.1.2",)
+
+
+def test_the_backend_wheels_are_abi3_and_carry_their_extension(wheels: Path) -> None:
+    # One build against the stable ABI of 3.11 serves every supported interpreter.
+    for name in ("eventapi_cuda", "eventapi_hip"):
+        (wheel,) = wheels.glob(f"{name}-*.whl")
+        assert "-cp311-abi3-linux_" in wheel.name, wheel.name
+        with zipfile.ZipFile(wheel) as archive:
+            assert f"{name}/_native.abi3.so" in archive.namelist()
+            assert f"{name}/_native.pyi" in archive.namelist()
+
+
+def test_the_two_backends_carry_the_same_c_source() -> None:
+    # Each sdist builds standalone from its own copy; the two copies are one source.
+    cuda = (ROOT / "eventapi-cuda" / "src" / "eventapi_cuda" / "_native.c").read_bytes()
+    hip = (ROOT / "eventapi-hip" / "src" / "eventapi_hip" / "_native.c").read_bytes()
+    assert cuda == hip, "eventapi-hip's _native.c differs from eventapi-cuda's: copy it over"
+    cuda_stub = (ROOT / "eventapi-cuda" / "src" / "eventapi_cuda" / "_native.pyi").read_bytes()
+    assert (
+        cuda_stub == (ROOT / "eventapi-hip" / "src" / "eventapi_hip" / "_native.pyi").read_bytes()
+    )
+
+
+def test_each_backend_sdist_builds_its_extension_alone(tmp_path: Path) -> None:
+    # The sdist, unpacked anywhere, builds with a C compiler and nothing else from the repo.
+    for name in ("eventapi-cuda", "eventapi-hip"):
+        source = copy_source(ROOT / name, tmp_path / "src" / name)
+        run(sys.executable, "-m", "build", "-q", "--sdist", "-o", tmp_path / "sdist", source)
+    for sdist in sorted((tmp_path / "sdist").glob("*.tar.gz")):
+        run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "out", sdist)
+    built = sorted(wheel.name.split("-")[0] for wheel in (tmp_path / "out").glob("*abi3*.whl"))
+    assert built == ["eventapi_cuda", "eventapi_hip"]
+
+
+def test_on_a_cuda12_driver_the_kit_passes_with_cuda_bindings_12(
+    wheels: Path, wheelhouse: Path, venv: Path
+) -> None:
+    pip_install(venv, "eventapi-core[cuda12]", wheels=wheels, wheelhouse=wheelhouse)
+    assert installed(venv, "cuda-bindings") == BINDINGS[12]
+    # The kit's own tools from the package index, as a backend author installs them.
+    run(sys.executable, "-m", "pip", "--python", venv, "install", "-q", "pytest", "hypothesis")
+    env = on_driver(12040)
+    done = subprocess.run(
+        [str(venv), "-m", "pytest", "-p", "no:cacheprovider", "-q", *KIT,
+         "--eventapi-backend=eventapi_cuda:CudaBackend"],
+        cwd=venv.parent, env=env, capture_output=True, text=True, timeout=PIP_TIMEOUT_S,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " passed" in done.stdout.splitlines()[-1]
+
+
+def test_the_hip_wheel_passes_eventapi_check_on_the_emulated_runtime(
+    wheels: Path, wheelhouse: Path, venv: Path
+) -> None:
+    run(sys.executable, "-m", "pip", "download", "-q", "-d", wheelhouse, *HIP_PYTHON)
+    pip_install(venv, "eventapi-core[hip]", wheels=wheels, wheelhouse=wheelhouse)
+    build()
+    env = clean_env(LD_PRELOAD=str(library_path("hip")))
+    run(venv.parent / "eventapi", "check", "hip", cwd=venv.parent, env=env)
