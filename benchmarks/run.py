@@ -66,21 +66,28 @@ def busy(n: int) -> Iterator[None]:
             proc.wait()
 
 
-def _environment(preload: Path | None = None) -> dict[str, str]:
+def _environment(preload: Path | None = None, instant: bool = False) -> dict[str, str]:
     # A benchmark of the default path must not inherit a backend choice.
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTAPI_")}
+    env.pop("EMU_INSTANT", None)
     if preload is not None:
         env["LD_PRELOAD"] = str(preload)
+    if instant:
+        # The emulated device completes a record at once (tests/emulated/README.md): what is
+        # left is the host's cost per call.
+        env["EMU_INSTANT"] = "1"
     return env
 
 
-def _script(name: str, args: list[str], preload: Path | None = None) -> dict[str, Any]:
+def _script(
+    name: str, args: list[str], preload: Path | None = None, instant: bool = False
+) -> dict[str, Any]:
     """Run ``benchmarks/NAME`` with ``--json`` and return what it wrote."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "result.json"
         subprocess.run(
             [sys.executable, str(HERE / name), *args, "--json", str(out)],
-            env=_environment(preload),
+            env=_environment(preload, instant),
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -100,8 +107,9 @@ def imports(repeat: int) -> dict[str, float]:
     }
 
 
-def fence_window(backend: str, reps: int) -> dict[str, float]:
-    result = _script("fence_window.py", [backend, "--reps", str(reps)], LIBRARIES[backend])
+def fence_window(backend: str, reps: int, instant: bool = False) -> dict[str, float]:
+    args = [backend, "--reps", str(reps)]
+    result = _script("fence_window.py", args, LIBRARIES[backend], instant)
     medians: dict[str, float] = result["median_ns"]
     figures = {
         f"{op}_{variant}_us": medians[f"{op}/{variant}"] / 1e3
@@ -150,6 +158,7 @@ def measure(load: int, quick: bool) -> dict[str, Any]:
         figures: dict[str, Any] = {"load": load, "imports": imports(repeat)}
         for backend in ("cuda", "hip"):
             figures[backend] = fence_window(backend, reps)
+            figures[f"{backend} instant"] = fence_window(backend, reps, instant=True)
         figures["host"] = host_anchor(collects)
         figures["wait"] = {b: wait_cpu(b, trials) for b in ("host", "cuda", "hip")}
     return figures
@@ -168,7 +177,7 @@ def report(figures: dict[str, Any]) -> str:
         "| figure | measured | goal | |",
         "|---|---:|---:|---|",
     ]
-    for backend in ("cuda", "hip"):
+    for backend in ("cuda", "hip", "cuda instant", "hip instant"):
         fw = figures[backend]
         window = fw["window_ratio"]
         rows.append(_row(f"{backend} window vs two raw records", window, GOALS["window"]))
@@ -184,7 +193,7 @@ def report(figures: dict[str, Any]) -> str:
         "| backend | fence us (raw) | window us (raw) | cuda.core fence us | cuda.core window us |",
         "|---|---:|---:|---:|---:|",
     ]
-    for backend in ("cuda", "hip"):
+    for backend in ("cuda", "hip", "cuda instant", "hip instant"):
         fw = figures[backend]
         peer_fence = fw.get("fence_cuda.core_us")
         peer_window = fw.get("window_cuda.core_us")
