@@ -1,4 +1,9 @@
-"""NVTX ranges for profiling windows on ``cuda``, so Nsight Systems shows them on its timeline.
+"""Tool ranges for profiling windows: NVTX on ``cuda`` (Nsight Systems), roctx on ``hip``.
+
+:func:`ranges_for` decides, once per backend name, whether a profiler's windows are also
+ranges of a profiling tool: on ``cuda`` NVTX ranges, as below; on ``hip`` roctx ranges, when a
+ROCm profiler traces markers (see :mod:`._roctx`); on any other backend none. Either way the
+profiler holds one :class:`Ranges` or ``None``.
 
 When the ``nvtx`` package is installed, an :class:`~eventapi.EventProfiler` on a ``cuda``
 backend also opens an NVTX start/end range in the domain ``"eventapi"`` for each window it
@@ -23,9 +28,9 @@ import functools
 import importlib
 import logging
 import os
-from typing import Any, Final, final
+from typing import Any, Final, Protocol, final
 
-__all__ = ["DOMAIN", "NvtxRanges", "ranges_for"]
+__all__ = ["DOMAIN", "NvtxRanges", "Ranges", "ranges_for"]
 
 _log = logging.getLogger("eventapi")
 
@@ -33,8 +38,18 @@ DOMAIN: Final = "eventapi"
 """The NVTX domain of the windows' ranges (Nsight Systems groups ranges by domain)."""
 
 _ATTRIBUTE_CACHE: Final = 1024
-"""Window names whose NVTX attributes are kept: a program uses a handful; a name built per
+"""Window names whose attributes are kept: a program uses a handful; a name built per
 iteration (an f-string with a step number) must not grow the cache without bound."""
+
+
+class _Domain(Protocol):
+    """What :class:`Ranges` calls: an NVTX domain, or roctx spelled as one."""
+
+    def get_event_attributes(self, *, message: str) -> Any: ...
+
+    def start_range(self, attributes: Any) -> int: ...
+
+    def end_range(self, range_id: int, /) -> None: ...
 
 
 @functools.cache
@@ -67,24 +82,30 @@ def _tool_attached() -> bool:
     return hasattr(process, "InitializeInjectionNvtx2_fnptr")
 
 
-def ranges_for(backend: str) -> NvtxRanges | None:
-    """The NVTX ranges for a profiler on ``backend``; None when they are off (see the module)."""
-    if backend != "cuda":
+def ranges_for(backend: str) -> Ranges | None:
+    """The tool ranges for a profiler on ``backend``; None when they are off (see the module)."""
+    domain: _Domain | None
+    if backend == "cuda":
+        domain = _domain()
+    elif backend == "hip":
+        from ._roctx import domain as roctx_domain  # ctypes only, and only for hip
+
+        domain = roctx_domain()
+    else:
         return None
-    domain = _domain()
-    return None if domain is None else NvtxRanges(domain)
+    return None if domain is None else Ranges(domain)
 
 
 @final
-class NvtxRanges:
-    """One profiler's open NVTX ranges: a stack, as its windows nest.
+class Ranges:
+    """One profiler's open tool ranges: a stack, as its windows nest.
 
     Used from the profiler's own thread, as the profiler is.
     """
 
     __slots__ = ("_attributes", "_domain", "_open")
 
-    def __init__(self, domain: Any) -> None:
+    def __init__(self, domain: _Domain) -> None:
         self._domain = domain
         self._open: list[int] = []
         self._attributes: dict[str, Any] = {}
@@ -106,3 +127,7 @@ class NvtxRanges:
     def end_all(self) -> None:
         """End every open range (the profiler closed with windows open)."""
         self.end(len(self._open))
+
+
+NvtxRanges = Ranges
+"""The name the profiler imports :class:`Ranges` by."""
