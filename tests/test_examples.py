@@ -2,8 +2,8 @@
 
 A script that needs what this machine lacks (a framework, a GPU) exits with status 77 and prints
 its reason, which becomes the skip reason here (the framework examples' profiling code runs in
-tests/test_example_frameworks.py instead, on the emulated driver). tests/test_example_opencl.py runs the same
-scripts on ``opencl`` in the example backend's own environment.
+tests/test_example_frameworks.py instead, on the emulated driver). tests/test_example_opencl.py
+runs the same scripts on ``opencl`` in the example backend's own environment.
 """
 
 from __future__ import annotations
