@@ -45,7 +45,14 @@ eventapi-%/_native.abi3.so: eventapi-%/_native.c | $(STAMP)
 NVTX_RECORDER := $(EMU)/libnvtx_recorder.so
 
 # What the tests run on: the emulated drivers, and the backends' extensions built afresh.
-emulated: $(EMU_LIBS) $(NVTX_RECORDER) native
+# The roctx stand-in, alone in its folder: tests put it on LD_LIBRARY_PATH, found by the real name.
+ROCTX_RECORDER := $(EMU)/roctx/libroctx64.so
+
+emulated: $(EMU_LIBS) $(NVTX_RECORDER) $(ROCTX_RECORDER) native
+
+$(ROCTX_RECORDER): tests/roctx/roctx_recorder.c
+	@mkdir -p $(EMU)/roctx
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -shared -fPIC -pthread -Wl,-soname,libroctx64.so -o $@ tests/roctx/roctx_recorder.c
 
 $(NVTX_RECORDER): tests/nvtx/nvtx_recorder.c
 	@mkdir -p $(EMU)

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Literal, NamedTuple, final
+from typing import Any, Literal, NamedTuple, final
 
 __all__ = [
     "REPO_ROOT",
@@ -284,3 +284,39 @@ def release_spares(backend: str) -> None:
     for obj in gc.get_objects():
         if isinstance(obj, kit.DriverBackend) and backend == obj.BACKEND:
             release_spare_events(obj)
+
+
+def begin_capture(kind: DriverName, raw_stream: Any) -> None:
+    """Start a graph capture on the stream whose binding handle is ``raw_stream``, relaxed mode."""
+    if kind == "cuda":
+        from cuda.bindings import driver
+
+        mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        err = driver.cuStreamBeginCapture(raw_stream, mode)[0]
+    else:
+        hip = _hip()
+        mode = hip.hipStreamCaptureMode.hipStreamCaptureModeRelaxed
+        err = hip.hipStreamBeginCapture(raw_stream, mode)[0]
+    assert not err, err
+
+
+def end_capture(kind: DriverName, raw_stream: Any) -> None:
+    """End the capture :func:`begin_capture` started, and destroy the graph it made."""
+    if kind == "cuda":
+        from cuda.bindings import driver
+
+        err, graph = driver.cuStreamEndCapture(raw_stream)
+        assert not err, err
+        assert not driver.cuGraphDestroy(graph)[0]
+    else:
+        hip = _hip()
+        err, graph = hip.hipStreamEndCapture(raw_stream)
+        assert not err, err
+        assert not hip.hipGraphDestroy(graph)[0]
+
+
+def _hip() -> Any:
+    # hip-python's stubs leave its functions untyped; the helpers use the results as Any.
+    from hip import hip
+
+    return hip

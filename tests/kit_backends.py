@@ -16,7 +16,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, final
 
 from eventapi import DriverError, EventStateError
@@ -44,11 +44,12 @@ class KitEvent:
 class KitStream:
     """A stream: one worker thread running the queued callables in order."""
 
-    __slots__ = ("closed", "owner", "queue", "worker")
+    __slots__ = ("capturing", "closed", "owner", "queue", "worker")
 
     def __init__(self, owner: MinimalBackend) -> None:
         self.owner = owner
         self.closed = False
+        self.capturing = False  # set by ThreadBackend.begin_capture, a test aid
         self.queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self.worker = threading.Thread(target=self._drain, name="kit-stream", daemon=True)
         self.worker.start()
@@ -216,8 +217,42 @@ class ThreadBackend(HostFuncBackend):
         return reached.is_set()
 
     def stream_is_capturing(self, stream: KitStream) -> bool:
-        self._stream(stream, "stream_is_capturing")
-        return False
+        return self._stream(stream, "stream_is_capturing").capturing
+
+    def begin_capture(self, stream: KitStream) -> None:
+        """Simulate a graph capture on ``stream`` (a test aid, as the host backend has)."""
+        self._stream(stream, "begin_capture").capturing = True
+
+    def end_capture(self, stream: KitStream) -> None:
+        """End what :meth:`begin_capture` started."""
+        self._stream(stream, "end_capture").capturing = False
+
+    # The fast path (SupportsFastPath), written against the protocol rather than inherited from
+    # driverkit: each fused call is the plain calls it stands for, which the kit checks.
+
+    def adopt_stream(self, stream: object) -> KitStream:
+        return self._stream(stream, "adopt_stream")
+
+    def event_record_new(self, stream: KitStream) -> KitEvent | None:
+        target = self._stream(stream, "event_record_new")
+        if self.stream_is_capturing(target):
+            return None
+        event = self.event_create()
+        self.event_record(event, target)
+        return event
+
+    def event_record_unless_capturing(self, event: KitEvent, stream: KitStream) -> bool:
+        if self.stream_is_capturing(stream):
+            return False
+        self.event_record(event, stream)
+        return True
+
+    def event_elapsed_many(self, starts: Sequence[KitEvent], ends: Sequence[KitEvent]) -> list[int]:
+        if len(starts) != len(ends):
+            raise ValueError(f"kit: {len(starts)} starts but {len(ends)} ends")
+        for event in (*starts, *ends):
+            self._event(event, "event_elapsed_many")
+        return [self.event_elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
 
 
 @final

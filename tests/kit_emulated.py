@@ -1,4 +1,4 @@
-"""The cuda and hip backends for the conformance kit, able to be made to fail a destroy.
+"""The cuda and hip backends for the conformance kit, able to fail a destroy and to capture.
 
 The kit provokes a failed destroy through the backend object's ``inject_fault(method)`` and
 skips those checks without one. The cuda and hip objects have none: a production object has no
@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Final
 
-from emulated_driver import DriverName, load
+from emulated_driver import DriverName, begin_capture, end_capture, load
 
 # The protocol methods whose failure the kit provokes, and the driver function each calls.
 _DRIVER_CALLS: Final[dict[str, str]] = {
@@ -39,10 +39,20 @@ def _inject_fault(kind: DriverName, method: str, *, count: int = 1) -> None:
 
 
 def _with_faults(kind: DriverName, backend: Any) -> Any:
-    # An attribute of this object only: the class, and every object eventapi.backend()
-    # returns, stays without a fault switch.
+    # Attributes of this object only: the class, and every object eventapi.backend() returns,
+    # stays without a fault switch. The capture aids let the kit start a real capture through
+    # the binding, as the host backend's begin_capture does, for its capture checks.
     backend.inject_fault = partial(_inject_fault, kind)
+    backend.begin_capture = partial(_capture, kind, backend, begin_capture)
+    backend.end_capture = partial(_capture, kind, backend, end_capture)
     return backend
+
+
+def _capture(kind: DriverName, backend: Any, action: Any, stream: Any) -> None:
+    # Through the backend's hold, as a backend's own test aid: the calling thread is bound to
+    # the device first (any kit thread may call), and a destroyed stream is refused.
+    with backend._hold_stream(stream, action.__name__) as raw:
+        action(kind, raw)
 
 
 def cuda() -> Any:

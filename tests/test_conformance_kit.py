@@ -361,3 +361,13 @@ def test_plugin_adds_only_eventapi_fixtures(tmp_path: Path) -> None:
     added = fixtures() - fixtures("-p", "no:eventapi.testing")
     assert added, "the plugin did not load at all"
     assert all(name.startswith("eventapi_") for name in added), sorted(added)
+
+
+def test_kit_says_each_skip_reason_once_with_its_count() -> None:
+    # On host by name the kit has no second backend object: every check that needs one skips
+    # for that one reason, which the summary says once, with the count.
+    run = _kit("host", cwd=REPO)
+    _passed_cleanly(run)
+    lines = [line for line in run.output.splitlines() if " x a second backend object" in line]
+    assert len(lines) == 1, run.output
+    assert int(lines[0].split()[0]) == run.count("skipped")
