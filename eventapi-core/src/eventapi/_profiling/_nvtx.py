@@ -30,7 +30,7 @@ import logging
 import os
 from typing import Any, Final, Protocol, final
 
-__all__ = ["DOMAIN", "NvtxRanges", "Ranges", "ranges_for"]
+__all__ = ["DOMAIN", "Ranges", "ranges_for"]
 
 _log = logging.getLogger("eventapi")
 
@@ -127,7 +127,3 @@ class Ranges:
     def end_all(self) -> None:
         """End every open range (the profiler closed with windows open)."""
         self.end(len(self._open))
-
-
-NvtxRanges = Ranges
-"""The name the profiler imports :class:`Ranges` by."""

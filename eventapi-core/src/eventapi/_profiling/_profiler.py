@@ -43,7 +43,7 @@ from ._anchor import (
     Placement,
     sample_anchor,
 )
-from ._nvtx import NvtxRanges, ranges_for
+from ._nvtx import Ranges, ranges_for
 from ._pool import EventPool
 from ._sketch import DurationSummary, quantile_of
 from ._span import Span, Stats, make_span
@@ -303,7 +303,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._seq = 0
         self._skipped = 0
         # Decided once: None unless NVTX ranges are on (cuda, with the nvtx package).
-        self._nvtx: NvtxRanges | None = ranges_for(api.BACKEND)
+        self._nvtx: Ranges | None = ranges_for(api.BACKEND)
         if label is not None and type(label) is not str:
             raise TypeError(f"label must be a str, got {label!r}")
         self._label = label if label is not None else f"profiler-{next(_labels)}"
