@@ -228,7 +228,7 @@ def test_handles_collected_with_their_backend_in_a_cycle_go_before_its_context(
         import eventapi
         from emulated_driver import load
         from eventapi.driverkit import release_spare_events
-        
+
         logging.basicConfig(stream=sys.stdout, format="LOG %(message)s")
         emu = load({kind!r})
         if {kind!r} == "cuda":
