@@ -14,6 +14,7 @@ import textwrap
 import pytest
 from child import run_json
 from emulated_driver import REPO_ROOT, build, preload_env
+from marker_ranges import NESTED, tree, windows_case
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("nvtx") is None,
@@ -49,60 +50,23 @@ def run(case: str, *, tool: bool = True) -> list[str]:
     return result
 
 
-def tree(lines: list[str]) -> list[tuple[str, int]]:
-    """(name, depth) of each range in start order, rebuilt from the starts and ends received.
-
-    Fails when an end does not close the innermost open range: the ranges did not nest.
-    """
-    names: dict[str, str] = {}
-    open_ids: list[str] = []
-    out: list[tuple[str, int]] = []
+def events(lines: list[str]) -> list[tuple[str, str, str]]:
+    """The recorder's lines (``start ID DOMAIN NAME``, ``end ID``) as range events."""
+    out: list[tuple[str, str, str]] = []
     for line in lines:
         kind, range_id, *rest = line.split(" ", 3)
+        assert kind in {"start", "end"}, f"{line}: only start/end ranges are expected"
         if kind == "start":
             domain, name = rest
-            assert domain == "eventapi"
-            names[range_id] = name
-            out.append((name, len(open_ids)))
-            open_ids.append(range_id)
+            assert domain == "eventapi", line
+            out.append(("start", range_id, name))
         else:
-            assert open_ids, f"{line} ends a range never started"
-            assert open_ids[-1] == range_id, f"{line} does not end the innermost"
-            open_ids.pop()
-    assert not open_ids, "ranges left open"
+            out.append(("end", range_id, ""))
     return out
 
 
 def test_windows_on_cuda_are_nvtx_ranges_nested_as_the_windows() -> None:
-    lines = run(
-        """
-        with eventapi.EventProfiler(eventapi.backend("cuda")) as prof:
-            with prof.window("step"):
-                with prof.window("forward"):
-                    pass
-                w = prof.start("backward")
-                with prof.window("grad"):
-                    pass
-                w.stop()
-            try:
-                with prof.window("failing"):
-                    prof.start("left open")  # abandoned when the block raises
-                    raise RuntimeError
-            except RuntimeError:
-                pass
-            prof.start("open at close")
-        print(json.dumps(received()))
-        """
-    )
-    assert tree(lines) == [
-        ("step", 0),
-        ("forward", 1),
-        ("backward", 1),
-        ("grad", 2),
-        ("failing", 0),
-        ("left open", 1),
-        ("open at close", 0),
-    ]
+    assert tree(events(run(windows_case("cuda")))) == NESTED
 
 
 def test_no_ranges_on_another_backend_or_without_the_package() -> None:

@@ -16,6 +16,7 @@ import textwrap
 import pytest
 from child import run_json
 from emulated_driver import REPO_ROOT, build, library_path
+from marker_ranges import NESTED, tree, windows_case
 
 RECORDER = REPO_ROOT / "build" / "emulated" / "roctx" / "libroctx64.so"
 
@@ -59,64 +60,21 @@ def run(case: str, *, tracing: bool = True, found: str | None = "path") -> objec
     return run_json(PRELUDE + textwrap.dedent(case), env)
 
 
-def tree(lines: list[str]) -> list[tuple[str, int]]:
-    """(name, depth) of each range in start order, rebuilt from the starts and stops received.
-
-    Fails on any other call, or when a stop does not close the innermost open range.
-    """
-    names: dict[str, str] = {}
-    open_ids: list[str] = []
-    out: list[tuple[str, int]] = []
+def events(lines: list[str]) -> list[tuple[str, str, str]]:
+    """The recorder's lines (``start ID NAME``, ``stop ID``) as range events."""
+    out: list[tuple[str, str, str]] = []
     for line in lines:
         kind, range_id, *rest = line.split(" ", 2)
         assert kind in {"start", "stop"}, f"{line}: only start/stop ranges are expected"
-        if kind == "start":
-            names[range_id] = rest[0]
-            out.append((rest[0], len(open_ids)))
-            open_ids.append(range_id)
-        else:
-            assert open_ids, f"{line} stops a range never started"
-            assert open_ids[-1] == range_id, f"{line} does not stop the innermost"
-            open_ids.pop()
-    assert not open_ids, "ranges left open"
+        out.append(("start", range_id, rest[0]) if kind == "start" else ("end", range_id, ""))
     return out
-
-
-WINDOWS = """
-with eventapi.EventProfiler(eventapi.backend("hip")) as prof:
-    with prof.window("step"):
-        with prof.window("forward"):
-            pass
-        w = prof.start("backward")
-        with prof.window("grad"):
-            pass
-        w.stop()
-    try:
-        with prof.window("failing"):
-            prof.start("left open")  # abandoned when the block raises
-            raise RuntimeError
-    except RuntimeError:
-        pass
-    prof.start("open at close")
-print(json.dumps(received()))
-"""
-
-NESTED = [
-    ("step", 0),
-    ("forward", 1),
-    ("backward", 1),
-    ("grad", 2),
-    ("failing", 0),
-    ("left open", 1),
-    ("open at close", 0),
-]
 
 
 @pytest.mark.parametrize("found", ["path", "preloaded"])
 def test_windows_on_hip_are_roctx_ranges_nested_as_the_windows(found: str) -> None:
-    lines = run(WINDOWS, found=found)
+    lines = run(windows_case("hip"), found=found)
     assert isinstance(lines, list)
-    assert tree(lines) == NESTED
+    assert tree(events(lines)) == NESTED
 
 
 def test_no_library_loaded_without_marker_tracing() -> None:
