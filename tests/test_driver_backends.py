@@ -874,8 +874,8 @@ def test_a_window_during_a_capture_is_skipped_and_nothing_is_recorded_into_the_c
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The stop checks the stream again: a record into a capture would become part of the
-    # user's graph. A window opens with the check and the record in one backend call, which
-    # must still check first; the spy lets the test see that call being made.
+    # user's graph. A window opens and stops with the check and the record in one backend
+    # call, which must still check first; the spy lets the test see that call being made.
     opened: list[object] = []
     one_call = type(api)._raw_event_record_unless_capturing
 
@@ -900,7 +900,8 @@ def test_a_window_during_a_capture_is_skipped_and_nothing_is_recorded_into_the_c
             assert emu.calls(spelled.name("StreamIsCapturing")) == checks + 2
         finally:
             spelled.end_capture(stream)
-        assert len(opened) == 2  # straddles and inside opened through the one call
+        # straddles opened and stopped, and inside opened, each through the one call.
+        assert len(opened) == 3
         assert straddles.skipped
         assert inside.skipped
         assert prof.skipped == 2

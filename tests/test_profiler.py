@@ -302,7 +302,7 @@ def test_a_failed_stream_create_leaves_nothing_to_release(
     assert not caplog.records
 
 
-def test_a_failed_capture_check_changes_nothing(
+def test_a_failed_capture_check_takes_no_event_and_drops_the_window_it_stops(
     api: HostBackend, prof: EventProfiler[Any, Any]
 ) -> None:
     api.inject_fault("stream_is_capturing")
@@ -310,13 +310,21 @@ def test_a_failed_capture_check_changes_nothing(
         prof.start("refused")
     assert info.value.call == "stream_is_capturing"
     assert api.live_handles().events == 0  # checked before an event is taken
-    window = prof.start("w")
-    api.inject_fault("stream_is_capturing")
-    with pytest.raises(DriverError):
-        window.stop()
-    assert not window.stopped  # still open: stopping it again works
-    window.stop()
-    assert [(s.name, s.depth) for s in prof.collect()] == [("w", 0)]
+    with prof.window("outer"):
+        window = prof.start("w")
+        events = api.live_handles().events
+        api.inject_fault("stream_is_capturing")
+        with pytest.raises(DriverError) as info:
+            window.stop()
+        assert info.value.call == "stream_is_capturing"
+        # Dropped, as a failed record drops it (one fused call makes both): it has no end.
+        assert window.stopped
+        with pytest.raises(EventStateError, match="already stopped"):
+            window.stop()
+        assert api.live_handles().events == events  # its event went back to the pool
+    with prof.window("after"):
+        pass
+    assert [(s.name, s.depth) for s in prof.collect()] == [("outer", 0), ("after", 0)]
 
 
 @pytest.mark.parametrize("method", ["event_wait", "event_elapsed", "event_record"])

@@ -128,7 +128,8 @@ class Window(SingleOwner, Generic[E]):
         Raises :class:`~eventapi.EventStateError` when the window was already stopped, when a
         window opened inside it is still open (windows nest like ``with`` blocks: stop the
         inner one first), or when its profiler was closed; :class:`~eventapi.DriverError` when
-        the record fails, in which case the window is discarded and its event reused.
+        the capture check or the record fails, in which case the window is discarded and its
+        event reused.
         """
         self._profiler._stop(self)
 
@@ -459,8 +460,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         Returns the open :class:`Window`; stop it with :meth:`Window.stop`. When the stream is
         capturing a graph the window is skipped: nothing is recorded and :attr:`skipped` counts
         it. Raises :class:`~eventapi.EventStateError` after :meth:`close` and
-        :class:`~eventapi.DriverError` when the backend refuses the record (nothing is left
-        open and the event goes back to the pool).
+        :class:`~eventapi.DriverError` when the backend's capture check or record fails
+        (nothing is left open and the event goes back to the pool).
         """
         if type(name) is not str and not isinstance(name, str):
             raise TypeError(f"a window name must be a str, got {name!r}")
@@ -479,28 +480,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             opened = self._open
             window._depth = len(opened)
             window._seq = self._seq = self._seq + 1
-            free = self._pool.free
-            screened = self._screened
-            if screened is not None and free:
-                # The capture check and the record in one call, back to back: nothing of the
-                # profiler's own runs between the two driver calls.
-                event = free.pop()
-                try:
-                    recorded = screened(event, self._target)
-                except BaseException:
-                    free.append(event)
-                    raise
-                if not recorded:
-                    free.append(event)
-                    self._skip(window)
-                    return
-            else:
-                # Checked before an event is taken: a window skipped or refused creates none.
-                capture_check = self._capture_check
-                if capture_check is not None and capture_check(self._target):
-                    self._skip(window)
-                    return
-                event = self._record()
+            event = self._record_edge()
+            if event is None:
+                self._skip(window)
+                return
             window._start = event
             window._state = _OPEN
             opened.append(window)
@@ -537,22 +520,21 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             )
         # Checked again, not left to collect(): a record into a capture would become part of
         # the user's graph (and a timing event's record there is reported to fail).
-        # Two calls, not the pin's one screened call: a failed check leaves the window open
-        # (stop() may be tried again), a failed record discards it.
-        capture_check = self._capture_check
-        if capture_check is not None and capture_check(self._target):
+        try:
+            event = self._record_edge()
+        except BaseException:
+            # A window without an end can never be read; dropping it keeps the windows
+            # around it stoppable. The check and the record fail alike: one fused call makes
+            # both, and neither recorded anything.
+            self._drop_top(window)
+            raise
+        if event is None:
             # The capture began while the window was open: its end cannot be recorded.
             self._drop_top(window)
             window._skipped = True
             self._skipped += 1
             return
-        try:
-            window._end = self._record()
-        except BaseException:
-            # A window without an end can never be read; dropping it keeps the windows
-            # around it stoppable.
-            self._drop_top(window)
-            raise
+        window._end = event
         opened.pop()
         if self._nvtx is not None:
             self._nvtx.end()
@@ -895,7 +877,30 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"{self._label}: {call} on a closed EventProfiler; create a new profiler"
             )
 
-    def _record(self) -> E:
+    def _record_edge(self) -> E | None:
+        """A pool event recorded into the stream: a window's start or end.
+
+        None, recording nothing and taking no event, while the stream is capturing a graph.
+        With the fast path and a free event, the capture check and the record are one backend
+        call, back to back; otherwise the check comes first, so that a window skipped or refused
+        creates no event. A failure gives the event back to the pool and raises.
+        """
+        free = self._pool.free
+        screened = self._screened
+        if screened is not None and free:
+            event = free.pop()
+            try:
+                recorded = screened(event, self._target)
+            except BaseException:
+                free.append(event)
+                raise
+            if recorded:
+                return event
+            free.append(event)
+            return None
+        capture_check = self._capture_check
+        if capture_check is not None and capture_check(self._target):
+            return None
         pool = self._pool
         event = pool.acquire()
         try:

@@ -255,6 +255,25 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _raw_stream_destroy(self, stream: RS) -> None:
         """Release ``stream`` without waiting for its queued work, which still completes."""
 
+    # -- what the fast path asks of the driver: spelled by CaptureCheckMixin's backends ---------
+
+    def _raw_stream_is_capturing(self, stream: RS) -> bool:
+        """True while ``stream`` captures a graph. Without :class:`CaptureCheckMixin`, never."""
+        return False
+
+    def _raw_event_record_unless_capturing(self, event: RE, stream: RS) -> bool:
+        """Unless ``stream`` captures a graph, record ``event`` into it; True when recorded.
+
+        :meth:`_raw_stream_is_capturing`, then :meth:`_raw_event_record`: what a profiler's
+        window makes as it opens and as it stops. A backend may override it to make the same
+        two calls in one step (in C, or on a binding whose calls return a status first with
+        :meth:`DriverCalls.record_unless_capturing`), which spares the Python between them.
+        """
+        if self._raw_stream_is_capturing(stream):
+            return False
+        self._raw_event_record(event, stream)
+        return True
+
     # -- the protocol -------------------------------------------------------------------------
 
     def event_create(self) -> Event[RE]:
@@ -279,7 +298,29 @@ class DriverBackend(ABC, Generic[RE, RS]):
         passed to the driver again), and raises the :class:`~eventapi.DriverError`.
         """
         self._check_owner(event, "event_destroy", Event)
+        if event._spare and event._reached and self._keep_spare(event):
+            return
         self._close(event)
+
+    def _keep_spare(self, event: Event[RE]) -> bool:
+        # event_destroy of a fence's event seen reached, with no call in flight: closed,
+        # counted gone and its driver event kept for the next fence in one section, the
+        # common case of a fence's close. False leaves every other case to _close.
+        if self._forked or self._context_lost() is not None:
+            return False
+        with self._lock:
+            if (
+                event._closed
+                or event._users != 0
+                or self._finalized
+                or len(self._spares) >= self.SPARE_EVENTS
+            ):
+                return False
+            event._closed = True
+            event._users = -1
+            self._live_events -= 1
+            self._spares.append(event._raw)
+        return True
 
     def event_record(self, event: Event[RE], stream: Stream[RS] | object) -> None:
         """Enqueue the event's timestamp on ``stream``."""
@@ -364,47 +405,69 @@ class DriverBackend(ABC, Generic[RE, RS]):
         event's driver event may be a closed fence's (:attr:`SPARE_EVENTS`), and goes back to
         the spares when it is destroyed after it was seen reached.
         """
-        self._check_owner(stream, "event_record_new", Stream)
-        raw_stream = self._enter(stream, "event_record_new")
-        try:
-            if isinstance(self, CaptureCheckMixin) and self._raw_stream_is_capturing(raw_stream):
+        if type(stream) is not Stream or stream._owner is not self:
+            self._refuse_foreign(stream, "event_record_new", Stream)
+        if not getattr(self._tls, "bound", False):
+            self._ensure_thread("event_record_new")
+        # Counted before any driver call and given its handle by it (see event_create).
+        event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
+        # With a spare driver event there is no create: the check, the take and the record are
+        # one section of the lock, held across two quick calls as in
+        # event_record_unless_capturing. The spare is stored in the wrapper before it leaves the
+        # list, with no call between (an interrupt finds it in one place or the other).
+        with self._lock:
+            if stream._closed:
+                self._refuse_closed(stream, "event_record_new")
+            if self._raw_stream_is_capturing(stream._raw):
                 return None
-            # Counted before the driver call and given its handle by it, as in event_create; a
-            # spare driver event, where one is kept, needs no call.
-            event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
-            if not self._open_with_spare(event):
-                try:
-                    self._raw_event_create_into(raw_store(event))
-                except BaseException:
-                    self._abandon(event)
-                    raise
+            spares = self._spares
+            if spares:
+                self._live_events += 1
+                event._closed = False
+                event._raw = spares[-1]
+                del spares[-1]
+                self._record_new(event, stream._raw)
+                return event
+            stream._users += 1  # the create runs outside the lock; the stream is held
+        try:
+            self._open(event)
             try:
-                self._raw_event_record(event._raw, raw_stream)
+                self._raw_event_create_into(raw_store(event))
             except BaseException:
-                try:
-                    self._close(event)
-                except Exception:
-                    _log.warning(
-                        "%s: destroying %r after its record failed did not succeed; the event "
-                        "is abandoned",
-                        self.BACKEND,
-                        event,
-                        exc_info=True,
-                    )
+                self._abandon(event)
                 raise
-            event._recorded = True
-            # Only now: a driver event that a record failed on goes back to the driver.
-            event._spare = self.SPARE_EVENTS > 0
+            self._record_new(event, stream._raw)
             return event
         finally:
             self._leave(stream)
+
+    def _record_new(self, event: Event[RE], raw_stream: RS) -> None:
+        # event_record_new's record of its new event; a failure destroys the event first.
+        try:
+            self._raw_event_record(event._raw, raw_stream)
+        except BaseException:
+            try:
+                self._close(event)
+            except Exception:
+                _log.warning(
+                    "%s: destroying %r after its record failed did not succeed; the event "
+                    "is abandoned",
+                    self.BACKEND,
+                    event,
+                    exc_info=True,
+                )
+            raise
+        event._recorded = True
+        # Only now: a driver event that a record failed on goes back to the driver.
+        event._spare = self.SPARE_EVENTS > 0
 
     def event_record_unless_capturing(self, event: Event[RE], stream: Stream[RS]) -> bool:
         """Unless ``stream`` is capturing a graph, record ``event`` into it; True when recorded.
 
         The same as ``stream_is_capturing(stream)`` (with :class:`CaptureCheckMixin`; without,
         the stream is taken as not capturing) followed by ``event_record(event, stream)``: what
-        a profiling window makes as it opens. Both handles must be this object's.
+        a profiling window makes as it opens and as it stops. Both handles must be this
+        object's.
         """
         if type(event) is not Event or event._owner is not self:
             self._refuse_foreign(event, "event_record_unless_capturing", Event)
@@ -419,11 +482,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._refuse_closed(
                     event if event._closed else stream, "event_record_unless_capturing"
                 )
-            if isinstance(self, CaptureCheckMixin):
-                if not self._raw_event_record_unless_capturing(event._raw, stream._raw):
-                    return False
-            else:
-                self._raw_event_record(event._raw, stream._raw)
+            if not self._raw_event_record_unless_capturing(event._raw, stream._raw):
+                return False
             event._reached = False
             event._recorded = True
         return True
@@ -433,28 +493,39 @@ class DriverBackend(ABC, Generic[RE, RS]):
     ) -> list[int]:
         """``event_elapsed(starts[i], ends[i])`` for each ``i``, in one call: a profiler's collect.
 
-        Each event is checked once (this object's, open and recorded) before any reading, and
-        the readings are made in one batch (:meth:`_raw_event_elapsed_ns_many`), clamped at 0.
+        Each event is checked (this object's, open and recorded) before any reading, and the
+        readings are made in one batch (:meth:`_raw_event_elapsed_ns_many`), clamped at 0.
         Raises :class:`ValueError` when the two differ in length, and the first failed
         reading's :class:`~eventapi.DriverError` (``not_ready`` for an event not reached).
         """
         if len(starts) != len(ends):
             raise ValueError(f"event_elapsed_many: {len(starts)} starts but {len(ends)} ends")
-        for event in (*starts, *ends):
-            if type(event) is not Event or event._owner is not self:
-                self._refuse_foreign(event, "event_elapsed_many", Event)
-            if not event._recorded:
-                self._refuse_unrecorded(event, "event_elapsed_many")
         if not getattr(self._tls, "bound", False):
             self._ensure_thread("event_elapsed_many")
+        raw_starts: list[RE] = []
+        raw_ends: list[RE] = []
         with self._lock:  # as in event_record_unless_capturing: the readings do not block
-            for event in (*starts, *ends):
-                if event._closed:
-                    self._refuse_closed(event, "event_elapsed_many")
-            readings = self._raw_event_elapsed_ns_many(
-                [event._raw for event in starts], [event._raw for event in ends]
-            )
+            for events, raws in ((starts, raw_starts), (ends, raw_ends)):
+                append = raws.append
+                for event in events:
+                    if (
+                        type(event) is not Event
+                        or event._owner is not self
+                        or event._closed
+                        or not event._recorded
+                    ):
+                        self._refuse_unreadable(event, "event_elapsed_many")
+                    append(event._raw)
+            readings = self._raw_event_elapsed_ns_many(raw_starts, raw_ends)
         return [reading if reading > 0 else 0 for reading in readings]
+
+    def _refuse_unreadable(self, event: object, call: str) -> NoReturn:
+        # Why ``event`` cannot be read: another object's, destroyed, or never recorded.
+        if type(event) is not Event or event._owner is not self:
+            self._refuse_foreign(event, call, Event)
+        if event._closed:
+            self._refuse_closed(event, call)
+        self._refuse_unrecorded(event, call)
 
     def _release_spares(self) -> None:
         # See release_spare_events(), the public spelling.
@@ -895,13 +966,26 @@ class EventQueryMixin(DriverBackend[RE, RS]):
 
         ``event`` may be a sibling device's (see :meth:`DriverBackend._shares_handles_with`).
         """
+        if type(event) is Event and event._owner is self and event._recorded:
+            # This object's own recorded event, the common case: a query never blocks, so the
+            # lock is held across it instead of counting the event in and out (as in
+            # event_record_unless_capturing); a destroy from another thread waits for it.
+            if not getattr(self._tls, "bound", False):
+                self._ensure_thread("event_query")
+            with self._lock:
+                if event._closed:
+                    self._refuse_closed(event, "event_query")
+                reached = self._raw_event_query(event._raw)
+                if reached:
+                    event._reached = True
+            return reached
         owner = self._enter_event(event, "event_query")
         try:
             # A sibling of an object with this capability has it too: one driver, one class.
-            reached: bool = owner._raw_event_query(event._raw)  # type: ignore[attr-defined]
-            if reached:
+            theirs: bool = owner._raw_event_query(event._raw)  # type: ignore[attr-defined]
+            if theirs:
                 event._reached = True
-            return reached
+            return theirs
         finally:
             owner._leave(event)
 
@@ -917,19 +1001,6 @@ class CaptureCheckMixin(DriverBackend[RE, RS]):
     @abstractmethod
     def _raw_stream_is_capturing(self, stream: RS) -> bool:
         """True while ``stream`` captures a graph, in any state that refuses a timing event."""
-
-    def _raw_event_record_unless_capturing(self, event: RE, stream: RS) -> bool:
-        """Unless ``stream`` captures a graph, record ``event`` into it; True when recorded.
-
-        :meth:`_raw_stream_is_capturing`, then :meth:`DriverBackend._raw_event_record`: what a
-        profiler's window makes at every open. A backend may override it to make the same two
-        calls in one step (on a binding whose calls return a status first, with
-        :meth:`DriverCalls.record_unless_capturing`), which spares the Python between them.
-        """
-        if self._raw_stream_is_capturing(stream):
-            return False
-        self._raw_event_record(event, stream)
-        return True
 
     def stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
         """True while ``stream`` is capturing a graph."""
@@ -968,7 +1039,7 @@ class HostFuncMixin(DriverBackend[RE, RS]):
         handle = self._stream(stream, "stream_launch_host_func")
         raw = self._enter(handle, "stream_launch_host_func")
         try:
-            if isinstance(self, CaptureCheckMixin) and self._raw_stream_is_capturing(raw):
+            if self._raw_stream_is_capturing(raw):
                 raise CaptureError(
                     f"{self.BACKEND}: stream_launch_host_func refused on {handle!r}: the stream "
                     "is capturing a graph, where a host function would run on the graph's first "
