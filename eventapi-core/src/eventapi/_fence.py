@@ -126,7 +126,13 @@ class EventFence(SingleOwner, Generic[E, S]):
         held = tuple(keep_alive) or None  # before anything is created: it may raise
         capable = capabilities_of(api, "EventFence.record")
         try:
-            event = _record_new(api, stream, capable.fast_path, capable.capture_check)
+            if capable.fast_path:
+                fast = cast("SupportsFastPath[E, S]", api)
+                event = fast.event_record_new(fast.adopt_stream(stream))
+                if event is None:
+                    _refuse_capturing(api, stream)
+            else:
+                event = _record_new(api, stream, capable.capture_check)
         except EventStateError as exc:
             # The backend names its own call; the user made this one.
             raise EventStateError(f"EventFence.record(api, stream): {exc}") from exc
@@ -204,6 +210,8 @@ class EventFence(SingleOwner, Generic[E, S]):
         try:
             if timeout is not None:
                 self._poll(event, timeout)
+            elif self._query is not None and self._query.event_query(event):
+                pass  # reached already: the common case, with no clock read and no spin
             elif not self._spin(event):
                 # By ident: current_thread() would register a dummy for a foreign thread.
                 if threading.get_ident() == threading.main_thread().ident:
@@ -221,8 +229,6 @@ class EventFence(SingleOwner, Generic[E, S]):
         query = self._query
         if query is None:
             return False
-        if query.event_query(event):
-            return True  # no clock read for a fence already reached
         deadline = time.perf_counter_ns() + _SPIN_NS
         while not query.event_query(event):
             if time.perf_counter_ns() >= deadline:
@@ -465,14 +471,8 @@ class EventFence(SingleOwner, Generic[E, S]):
             delay = min(delay * 2, _POLL_MAX_S)
 
 
-def _record_new(api: EventApi[E, S], stream: S, fast_path: bool, capture_check: bool) -> E:
-    """A new event recorded into ``stream``, through the fast path where the backend has it."""
-    if fast_path:
-        fast = cast("SupportsFastPath[E, S]", api)
-        event = fast.event_record_new(fast.adopt_stream(stream))
-        if event is None:
-            _refuse_capturing(api, stream)
-        return event
+def _record_new(api: EventApi[E, S], stream: S, capture_check: bool) -> E:
+    """A new event recorded into ``stream`` by the plain calls that ``event_record_new`` fuses."""
     if capture_check and cast("SupportsCaptureCheck[S]", api).stream_is_capturing(stream):
         _refuse_capturing(api, stream)
     event = api.event_create()

@@ -353,14 +353,12 @@ class CudaBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFu
     def _raw_stream_synchronize(self, stream: int) -> None:
         self._in_context(_native.stream_synchronize, stream)
 
-    def _raw_event_record_unless_capturing(self, event: int, stream: int) -> bool:
-        return _native.event_record_unless_capturing(event, stream)
-
     # The other raw calls are _native's functions themselves, bound as static methods: the
     # base's call reaches C with no Python frame between. (mypy types a staticmethod as its
     # callable, without the self of the method it overrides; _native.pyi gives the types.)
     _raw_event_destroy = staticmethod(_native.event_destroy)  # type: ignore[assignment]
     _raw_event_record = staticmethod(_native.event_record)  # type: ignore[assignment]
+    _raw_event_record_unless_capturing = staticmethod(_native.event_record_unless_capturing)  # type: ignore[assignment]
     _raw_event_wait = staticmethod(_native.event_wait)  # type: ignore[assignment]
     _raw_event_query = staticmethod(_native.event_query)  # type: ignore[assignment]
     _raw_event_elapsed_ns = staticmethod(_native.event_elapsed_ns)  # type: ignore[assignment]

@@ -322,9 +322,6 @@ class HipBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFun
     def _raw_stream_synchronize(self, stream: int) -> None:
         self._on_device(_native.stream_synchronize, stream)
 
-    def _raw_event_record_unless_capturing(self, event: int, stream: int) -> bool:
-        return _native.event_record_unless_capturing(event, stream)
-
     # The other raw calls are _native's functions themselves, bound as static methods: the
     # base's call reaches C with no Python frame between. (mypy types a staticmethod as its
     # callable, without the self of the method it overrides; _native.pyi gives the types.)
@@ -333,6 +330,7 @@ class HipBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFun
     _raw_event_elapsed_ns_many = staticmethod(_native.event_elapsed_ns_many)  # type: ignore[assignment]
     _raw_event_destroy = staticmethod(_native.event_destroy)  # type: ignore[assignment]
     _raw_event_record = staticmethod(_native.event_record)  # type: ignore[assignment]
+    _raw_event_record_unless_capturing = staticmethod(_native.event_record_unless_capturing)  # type: ignore[assignment]
     _raw_event_wait = staticmethod(_native.event_wait)  # type: ignore[assignment]
     _raw_event_query = staticmethod(_native.event_query)  # type: ignore[assignment]
     _raw_stream_wait_event = staticmethod(_native.stream_wait_event)  # type: ignore[assignment]

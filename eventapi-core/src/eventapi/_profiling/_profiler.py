@@ -659,22 +659,12 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             )
             placed = Placement(anchor, earlier).spans(befores, durations)
             label = self._label
-            spans: list[Span] = []
-            append = spans.append
-            for window, duration_ns, (start_ns, end_ns, bound_ns) in zip(
-                windows, durations, placed, strict=True
-            ):
-                append(
-                    make_span(
-                        window._name,
-                        start_ns,
-                        end_ns,
-                        duration_ns,
-                        window._depth,
-                        label,
-                        bound_ns,
-                    )
+            spans = [
+                make_span(window._name, start_ns, end_ns, duration_ns, window._depth, label, bound)
+                for window, duration_ns, (start_ns, end_ns, bound) in zip(
+                    windows, durations, placed, strict=True
                 )
+            ]
         except BaseException:
             self._release_all(samples)
             raise

@@ -297,7 +297,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
         A destroy the driver refuses still leaves the event closed and uncounted (it is never
         passed to the driver again), and raises the :class:`~eventapi.DriverError`.
         """
-        self._check_owner(event, "event_destroy", Event)
+        if type(event) is not Event or event._owner is not self:
+            self._refuse_foreign(event, "event_destroy", Event)
         if event._spare and event._reached and self._keep_spare(event):
             return
         self._close(event)
@@ -602,6 +603,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
         stream of this object is returned as it is. Raises :class:`~eventapi.EventStateError`
         when ``stream`` is not one this backend can use, or was destroyed.
         """
+        if type(stream) is Stream and stream._owner is self and not stream._closed:
+            return stream  # what a fence passes every time: its own stream, as it is
         handle = self._stream(stream, "adopt_stream")
         if handle._closed:
             self._refuse_closed(handle, "adopt_stream")
