@@ -58,8 +58,8 @@ The ``_raw_*`` contract (what a subclass spells):
   collect; the default calls ``_raw_event_elapsed_ns`` for each, and a backend overrides it
   where the binding can be called in a tighter loop (:meth:`DriverCalls.each`).
 * With :class:`CaptureCheckMixin`, ``_raw_event_record_unless_capturing`` (optional) makes the
-  capture check and, unless the stream captures, the record: a profiler's window opens with
-  it. The default calls the two raw methods; a backend overrides it where the binding can
+  capture check and, unless the stream captures, the record: a profiler's window opens and
+  stops with it. The default calls the two raw methods; a backend overrides it where the binding can
   make both calls in one step (:meth:`DriverCalls.record_unless_capturing`).
 
 What a subclass may call besides (its protected surface): :meth:`DriverBackend._hold_stream`
