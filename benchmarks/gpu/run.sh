@@ -5,8 +5,9 @@
 # installed for $PYTHON (default python3). Installs eventapi-core and eventapi-cuda from this
 # checkout in editable mode without touching the network (or, if pip cannot, puts their sources
 # on PYTHONPATH with the package metadata discovery reads), then runs, each under its own
-# timeout: `eventapi backends`, the conformance kit on the real cuda backend (by name, then
-# from the class, which adds the second-object checks), `eventapi check cuda`,
+# timeout: the build of eventapi-cuda's C extension, `eventapi backends`, the conformance kit
+# on the real cuda backend (by name, then from the class, which adds the second-object
+# checks), `eventapi check cuda`,
 # benchmarks/fence_window.py cuda, benchmarks/wait_cpu.py cuda (what a thread waiting on a fence
 # costs in CPU, and how fast a short wait wakes) and benchmarks/gpu/measure.py (the window and
 # fence against the raw binding, cuda.core, torch.cuda.Event and cupy.cuda.Event, and the
@@ -84,6 +85,11 @@ use_checkout_directly() {
 
 # shellcheck disable=SC2016  # $0 is expanded by the inner sh: it is "$PYTHON"
 step environment 15 sh -c 'nvidia-smi; found=$?; "$0" -c "import sys; print(sys.version)"; "$0" -m pip list 2>/dev/null | grep -i -E "^(cuda|pluggy|pytest|setuptools|torch|cupy)"; exit $found' "$PYTHON"
+# The compiled calls (eventapi-cuda/_native.c, docs/native.md), built in place with this
+# machine's C compiler whatever the install below does: the editable install builds them too,
+# and the fallback to the checkout's sources needs them there. The log names the file loaded.
+# shellcheck disable=SC2016  # $0 and $1 are expanded by the inner sh
+step native 120 sh -c 'cd eventapi-cuda && "$0" setup.py -q build_ext --inplace --build-temp "$1" && cd src && "$0" -c "import eventapi_cuda._native as n; print(n.__file__)"' "$PYTHON" "$(mktemp -d)"
 step install 60 "$PYTHON" -m pip install --no-deps --no-build-isolation --no-index \
     -e eventapi-core -e eventapi-cuda
 if ! discoverable; then
