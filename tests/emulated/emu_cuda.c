@@ -685,11 +685,51 @@ static int lookup(const char *symbol, int version, void **fn) {
                  : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 }
 
+/*
+ * Every lookup made, oldest first, up to EMU_LOOKUPS of them: the name, the CUDA version whose
+ * ABI was asked for and the flags, so that a test can see which ABI and which default-stream
+ * variant each caller resolved (emu_cuda_lookup). Only the count is shared between threads;
+ * each entry is written before the count that covers it is published.
+ */
+#define EMU_LOOKUPS 8192
+static struct {
+    char name[64];
+    int version;
+    unsigned long long flags;
+} lookups[EMU_LOOKUPS];
+static long lookup_slots; /* claimed */
+static long lookup_count; /* written */
+
+static void log_lookup(const char *symbol, int version, cuuint64_t flags) {
+    long i = __atomic_fetch_add(&lookup_slots, 1, __ATOMIC_RELAXED);
+    if (i >= EMU_LOOKUPS) return;
+    snprintf(lookups[i].name, sizeof lookups[i].name, "%s", symbol);
+    lookups[i].version = version;
+    lookups[i].flags = (unsigned long long)flags;
+    long expected = i;
+    while (!__atomic_compare_exchange_n(&lookup_count, &expected, i + 1, 0, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+        expected = i; /* an earlier slot is still being written */
+}
+
+/* How many lookups were logged (at most EMU_LOOKUPS). */
+EMU_EXPORT long emu_cuda_lookups(void) { return __atomic_load_n(&lookup_count, __ATOMIC_ACQUIRE); }
+
+/* Lookup i's name (into name, size bytes), version and flags; -1 when there is no such one. */
+EMU_EXPORT int emu_cuda_lookup(long i, char *name, size_t size, int *version,
+                               unsigned long long *flags) {
+    if (i < 0 || i >= emu_cuda_lookups() || name == NULL || size == 0) return -1;
+    snprintf(name, size, "%s", lookups[i].name);
+    if (version != NULL) *version = lookups[i].version;
+    if (flags != NULL) *flags = lookups[i].flags;
+    return 0;
+}
+
 static CUresult impl_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                          cuuint64_t flags, int *symbolStatus) {
     ENTER("cuGetProcAddress");
-    (void)flags;
     if (symbol == NULL || pfn == NULL) return CUDA_ERROR_INVALID_VALUE;
+    log_lookup(symbol, cudaVersion, flags);
     *pfn = NULL;
     int status = lookup(symbol, cudaVersion, pfn);
     if (symbolStatus != NULL) *symbolStatus = status;
