@@ -670,23 +670,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._live_streams += 1
             handle._closed = False
 
-    def _open_with_spare(self, event: Event[RE]) -> bool:
-        """``_open(event)``, giving it a spare driver event in the same section if one is kept.
-
-        True when it did. The spare is stored in the wrapper before it leaves the list, with
-        no call between the two (where a signal handler could raise): an interrupt finds it in
-        one place or the other, and the wrapper's finalizer destroys what it holds.
-        """
-        with self._lock:
-            self._live_events += 1
-            event._closed = False
-            spares = self._spares
-            if not spares:
-                return False
-            event._raw = spares[-1]
-            del spares[-1]
-            return True
-
     def _abandon(self, handle: _Handle) -> None:
         # A create raised (or was interrupted): if the driver's handle reached the wrapper it is
         # destroyed, else there is nothing to release and the wrapper is only uncounted.
