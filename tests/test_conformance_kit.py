@@ -190,7 +190,9 @@ def test_state_machine_finds_a_bug_only_a_sequence_shows(
             f"--hypothesis-seed={seed}",
             cwd=tmp_path,
         )
-        if run.returncode != 0:
+        # A query's answer depends on timing, so a shrink can replay differently: hypothesis
+        # then reports its data generation flaky and prints no calls. Another seed then.
+        if run.returncode != 0 and "state.record(event=events_" in run.output:
             break
     assert run.returncode == 1, run.output
     assert "FAILED test_state_machine.py::test_protocol_call_sequences_match_the_model" in (
