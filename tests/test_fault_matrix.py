@@ -28,22 +28,11 @@ from emulated_driver import DriverName, EmulatedDriver, load
 import eventapi
 from eventapi import DriverError, EventFence, EventProfiler, Window
 from eventapi._cli._check import check_backend
+from eventapi._protocol import CAPABILITY_METHODS, PROTOCOL_METHODS
 from eventapi.host import HostBackend
 
-METHODS: Final = (
-    "event_create",
-    "event_destroy",
-    "event_record",
-    "event_wait",
-    "event_elapsed",
-    "stream_wait_event",
-    "stream_synchronize",
-    "stream_create_non_blocking",
-    "stream_destroy",
-    "event_query",
-    "stream_is_capturing",
-    "stream_launch_host_func",
-)
+# Every method a backend may have, read off the protocols (eventapi._protocol).
+METHODS: Final = (*PROTOCOL_METHODS, *CAPABILITY_METHODS)
 
 # The driver function each backend calls for a protocol method.
 DRIVER_CALLS: Final[dict[DriverName, dict[str, str]]] = {
