@@ -50,11 +50,11 @@ ROCTX_RECORDER := $(EMU)/roctx/libroctx64.so
 
 emulated: $(EMU_LIBS) $(NVTX_RECORDER) $(ROCTX_RECORDER) native
 
-$(ROCTX_RECORDER): tests/roctx/roctx_recorder.c
+$(ROCTX_RECORDER): tests/roctx/roctx_recorder.c tests/marker_lines.h
 	@mkdir -p $(EMU)/roctx
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -shared -fPIC -pthread -Wl,-soname,libroctx64.so -o $@ tests/roctx/roctx_recorder.c
 
-$(NVTX_RECORDER): tests/nvtx/nvtx_recorder.c
+$(NVTX_RECORDER): tests/nvtx/nvtx_recorder.c tests/marker_lines.h
 	@mkdir -p $(EMU)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -shared -fPIC -pthread -o $@ tests/nvtx/nvtx_recorder.c
 

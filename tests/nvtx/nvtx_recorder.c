@@ -15,13 +15,11 @@
  * Only the part of the NVTX ABI it uses is declared here, as NVTX's headers define it
  * (nvToolsExt.h, nvtxDetail/nvtxTypes.h); the layouts are part of NVTX's stable ABI.
  */
-#include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "../marker_lines.h"
 
 typedef void (*NvtxFunctionPointer)(void);
 typedef NvtxFunctionPointer **NvtxFunctionTable;
@@ -58,22 +56,6 @@ typedef struct {
  * the text itself. They live as long as the process, as NVTX's own do. */
 typedef const char *Handle;
 
-#define MAX_LINES 4096
-static char *lines[MAX_LINES];
-static int count;
-static uint64_t next_id = 1;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void record(char *line) {
-    pthread_mutex_lock(&lock);
-    if (count < MAX_LINES) {
-        lines[count++] = line;
-    } else {
-        free(line);
-    }
-    pthread_mutex_unlock(&lock);
-}
-
 static Handle domain_create_a(const char *name) { return strdup(name ? name : ""); }
 
 static Handle register_string_a(Handle domain, const char *text) {
@@ -87,9 +69,7 @@ static uint64_t range_start_ex(Handle domain, const nvtxEventAttributes_v2 *attr
                        attributes->messageType == NVTX_MESSAGE_TYPE_REGISTERED)) {
         message = attributes->message ? (const char *)attributes->message : "";
     }
-    pthread_mutex_lock(&lock);
-    uint64_t id = next_id++;
-    pthread_mutex_unlock(&lock);
+    uint64_t id = new_range_id();
     char *line = NULL;
     if (asprintf(&line, "start %llu %s %s", (unsigned long long)id, domain ? domain : "",
                  message) >= 0) {
@@ -121,16 +101,4 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
     return 1;
 }
 
-EXPORT int nvtx_recorder_count(void) {
-    pthread_mutex_lock(&lock);
-    int n = count;
-    pthread_mutex_unlock(&lock);
-    return n;
-}
-
-EXPORT const char *nvtx_recorder_line(int index) {
-    pthread_mutex_lock(&lock);
-    const char *line = index >= 0 && index < count ? lines[index] : NULL;
-    pthread_mutex_unlock(&lock);
-    return line;
-}
+MARKER_LINE_EXPORTS(nvtx_recorder)

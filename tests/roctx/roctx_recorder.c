@@ -14,34 +14,14 @@
  * roctx_recorder_count() and roctx_recorder_line(i), opening this same file with ctypes
  * (dlopen returns the handle already loaded).
  */
-#include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "../marker_lines.h"
 
 typedef uint64_t roctx_range_id_t;
 
-#define MAX_LINES 4096
-static char *lines[MAX_LINES];
-static int count;
-static roctx_range_id_t next_id = 1;
-static int depth;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void record(char *line) {
-    if (!line) {
-        return;
-    }
-    pthread_mutex_lock(&lock);
-    if (count < MAX_LINES) {
-        lines[count++] = line;
-    } else {
-        free(line);
-    }
-    pthread_mutex_unlock(&lock);
-}
+static int depth; /* guarded by the line log's lock */
 
 static char *format(const char *kind, const char *message) {
     char *line = NULL;
@@ -49,9 +29,7 @@ static char *format(const char *kind, const char *message) {
 }
 
 EXPORT roctx_range_id_t roctxRangeStartA(const char *message) {
-    pthread_mutex_lock(&lock);
-    roctx_range_id_t id = next_id++;
-    pthread_mutex_unlock(&lock);
+    roctx_range_id_t id = new_range_id();
     char *line = NULL;
     if (asprintf(&line, "start %llu %s", (unsigned long long)id, message ? message : "") >= 0) {
         record(line);
@@ -84,16 +62,4 @@ EXPORT int roctxRangePop(void) {
 
 EXPORT void roctxMarkA(const char *message) { record(format("mark", message)); }
 
-EXPORT int roctx_recorder_count(void) {
-    pthread_mutex_lock(&lock);
-    int n = count;
-    pthread_mutex_unlock(&lock);
-    return n;
-}
-
-EXPORT const char *roctx_recorder_line(int index) {
-    pthread_mutex_lock(&lock);
-    const char *line = index >= 0 && index < count ? lines[index] : NULL;
-    pthread_mutex_unlock(&lock);
-    return line;
-}
+MARKER_LINE_EXPORTS(roctx_recorder)
