@@ -1,4 +1,5 @@
-"""Fixtures shared by the core tests: a fresh host backend that must end with nothing live.
+"""Fixtures shared by the core tests: a fresh host backend that must end with nothing live, and
+the emulated CUDA driver, which must end with no more driver handles than it began with.
 
 The end of a run says each skip reason once, with its count, as the conformance kit does.
 """
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from emulated_driver import EmulatedDriver, load
 
 from eventapi.driverkit import Stream
 from eventapi.host import HostBackend
@@ -36,3 +38,13 @@ def host_stream(host: HostBackend) -> Iterator[Stream[Any]]:
     yield stream
     if not stream.closed:
         host.stream_destroy(stream)
+
+
+@pytest.fixture
+def emu_cuda() -> Iterator[EmulatedDriver]:
+    """The emulated CUDA driver, loaded; the test fails at teardown if it left a driver handle."""
+    driver = load("cuda")
+    before = driver.live_handles()
+    yield driver
+    after = driver.live_handles()
+    assert (after.events, after.streams) == (before.events, before.streams), "driver leak"

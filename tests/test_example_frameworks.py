@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import cupy_stream
 import pytest
 import torch_stream
-from emulated_driver import EmulatedDriver, load
+from emulated_driver import EmulatedDriver
 
 import eventapi
 
@@ -39,15 +39,6 @@ EXAMPLES: dict[str, Callable[..., eventapi.Stats]] = {
     "torch_stream": torch_stream.time_matmul,
     "cupy_stream": cupy_stream.time_matmul,
 }
-
-
-@pytest.fixture
-def emu_cuda() -> Iterator[EmulatedDriver]:
-    driver = load("cuda")
-    before = driver.live_handles()
-    yield driver
-    after = driver.live_handles()
-    assert (after.events, after.streams) == (before.events, before.streams), "driver leak"
 
 
 def sleep_on(api: Any, stream: object) -> Callable[[], None]:

@@ -11,7 +11,6 @@ the emulated driver as it started with.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,15 +22,6 @@ from eventapi import EventFence, EventProfiler, EventStateError
 from eventapi.host import HostBackend
 
 _UINT64 = (1 << 64) - 1
-
-
-@pytest.fixture
-def emu_cuda() -> Iterator[EmulatedDriver]:
-    driver = load("cuda")
-    before = driver.live_handles()
-    yield driver
-    after = driver.live_handles()
-    assert (after.events, after.streams) == (before.events, before.streams), "driver leak"
 
 
 @pytest.fixture

@@ -77,8 +77,13 @@ def test_windows_on_hip_are_roctx_ranges_nested_as_the_windows(found: str) -> No
     assert tree(events(lines)) == NESTED
 
 
-def test_no_library_loaded_without_marker_tracing() -> None:
-    # No profiler listening: the library is not even loaded, and the windows still work.
+@pytest.mark.parametrize(
+    ("tracing", "found"),
+    [(False, "path"), (True, None)],
+    ids=["without-marker-tracing", "tracing-finds-no-library"],
+)
+def test_no_library_is_loaded_and_the_windows_still_work(tracing: bool, found: str | None) -> None:
+    # No profiler listening, or none to be found: the library is not even loaded.
     result = run(
         """
         with eventapi.EventProfiler(eventapi.backend("hip")) as prof:
@@ -87,7 +92,8 @@ def test_no_library_loaded_without_marker_tracing() -> None:
             spans = [s.name for s in prof.collect()]
         print(json.dumps([loaded(), spans]))
         """,
-        tracing=False,
+        tracing=tracing,
+        found=found,
     )
     assert result == [False, ["w"]]
 
@@ -102,17 +108,3 @@ def test_no_ranges_on_another_backend() -> None:
         """
     )
     assert result == [False, []]
-
-
-def test_windows_work_when_tracing_finds_no_library() -> None:
-    result = run(
-        """
-        with eventapi.EventProfiler(eventapi.backend("hip")) as prof:
-            with prof.window("w"):
-                pass
-            spans = [s.name for s in prof.collect()]
-        print(json.dumps([loaded(), spans]))
-        """,
-        found=None,
-    )
-    assert result == [False, ["w"]]
