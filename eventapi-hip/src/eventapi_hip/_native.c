@@ -21,6 +21,17 @@
  * synchronize), where a host function the driver runs on its own thread needs it.
  *
  * Built against the stable ABI of CPython 3.11, so one abi3 build serves 3.11 and later.
+ *
+ * References are counted through the interpreter's own functions (Py_IncRef, Py_DecRef), never
+ * the headers' inline macros, because the headers an abi3 build is compiled with need not be
+ * those of the interpreter that loads it: pip builds the sdist with whichever interpreter
+ * installs it, and its wheel cache then offers that cp311-abi3 wheel to every other. From
+ * 3.12 the headers treat None, True and False as immortal (PEP 683): their Py_RETURN_NONE,
+ * Py_RETURN_TRUE and Py_RETURN_FALSE return them without a reference, whatever Py_LIMITED_API
+ * asks for. Loaded by 3.11, each such return hands out a reference that was never taken, until
+ * the count reaches zero and the interpreter aborts ("deallocating None"). The functions count
+ * as the running interpreter does. tests/test_native_abi.py builds this file with the newest
+ * headers it finds and runs it on the interpreter of the test run.
  */
 #define Py_LIMITED_API 0x030B0000
 #define PY_SSIZE_T_CLEAN
@@ -29,6 +40,16 @@
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
+
+/* A new reference to `obj`: what a call returns. */
+static PyObject *new_ref(PyObject *obj) {
+    Py_IncRef(obj);
+    return obj;
+}
+
+#define RETURN_NONE return new_ref(Py_None)
+#define RETURN_TRUE return new_ref(Py_True)
+#define RETURN_FALSE return new_ref(Py_False)
 
 typedef int status_t;
 
@@ -76,7 +97,7 @@ static PyObject *raise_status(int slot, status_t status) {
     PyObject *exc = PyObject_CallFunction(cfg.fail, "Oi", cfg.name[slot], (int)status);
     if (exc == NULL) return NULL;
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-    Py_DECREF(exc);
+    Py_DecRef(exc);
     return NULL;
 }
 
@@ -184,19 +205,19 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
     /* Once per process: the addresses of one driver library do not change. */
     for (int i = 0; i < CALL_COUNT; i++) {
         PyObject *name = PyTuple_GetItem(names, i);
-        Py_INCREF(name);
-        Py_XDECREF(cfg.name[i]);
+        Py_IncRef(name);
+        Py_DecRef(cfg.name[i]);
         cfg.name[i] = name;
         cfg.fn[i] = fn[i];
     }
-    Py_INCREF(fail);
-    Py_XDECREF(cfg.fail);
+    Py_IncRef(fail);
+    Py_DecRef(cfg.fail);
     cfg.fail = fail;
     cfg.not_ready = (status_t)not_ready;
     cfg.sync_event_flags = (unsigned int)sync_flags;
     cfg.spin_ns = spin_ns;
     cfg.configured = 1;
-    Py_RETURN_NONE;
+    RETURN_NONE;
 }
 
 static PyObject *lose(PyObject *self, PyObject *arg) {
@@ -204,7 +225,7 @@ static PyObject *lose(PyObject *self, PyObject *arg) {
     long status = PyLong_AsLong(arg);
     if (status == -1 && PyErr_Occurred()) return NULL;
     cfg.lost = (status_t)status;
-    Py_RETURN_NONE;
+    RETURN_NONE;
 }
 
 /* -- creates and destroys ----------------------------------------------------------------- */
@@ -225,13 +246,13 @@ static PyObject *create(int slot, int destroy_slot, PyObject *const *args, Py_ss
     if (status != 0) return raise_status(slot, status);
     PyObject *value = PyLong_FromVoidPtr(handle);
     PyObject *stored = value == NULL ? NULL : PyObject_CallFunctionObjArgs(args[1], value, NULL);
-    Py_XDECREF(value);
+    Py_DecRef(value);
     if (stored == NULL) {
         CALL(destroy_slot, handle_fn)(handle); /* the error raised is the store's */
         return NULL;
     }
-    Py_DECREF(stored);
-    Py_RETURN_NONE;
+    Py_DecRef(stored);
+    RETURN_NONE;
 }
 
 static PyObject *event_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -250,7 +271,7 @@ static PyObject *one_handle(int slot, PyObject *arg) {
     if (!handle_arg(arg, &handle)) return NULL;
     status_t status = CALL(slot, handle_fn)(handle);
     if (status != 0) return raise_status(slot, status);
-    Py_RETURN_NONE;
+    RETURN_NONE;
 }
 
 static PyObject *event_destroy(PyObject *self, PyObject *arg) {
@@ -278,7 +299,7 @@ static PyObject *event_record(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (!two_handles("event_record", args, nargs, &event, &stream)) return NULL;
     status_t status = CALL(EVENT_RECORD, record_fn)(event, stream);
     if (status != 0) return raise_status(EVENT_RECORD, status);
-    Py_RETURN_NONE;
+    RETURN_NONE;
 }
 
 /* The capture check and, unless the stream captures, the record: True when recorded. */
@@ -292,10 +313,10 @@ static PyObject *event_record_unless_capturing(PyObject *self, PyObject *const *
     int capturing = 0;
     status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
     if (status != 0) return raise_status(STREAM_IS_CAPTURING, status);
-    if (capturing != 0) Py_RETURN_FALSE; /* active and invalidated both refuse a record */
+    if (capturing != 0) RETURN_FALSE; /* active and invalidated both refuse a record */
     status = CALL(EVENT_RECORD, record_fn)(event, stream);
     if (status != 0) return raise_status(EVENT_RECORD, status);
-    Py_RETURN_TRUE;
+    RETURN_TRUE;
 }
 
 static PyObject *stream_is_capturing(PyObject *self, PyObject *arg) {
@@ -315,8 +336,8 @@ static PyObject *event_query(PyObject *self, PyObject *arg) {
     void *event;
     if (!handle_arg(arg, &event)) return NULL;
     status_t status = CALL(EVENT_QUERY, handle_fn)(event);
-    if (status == 0) Py_RETURN_TRUE;
-    if (status == cfg.not_ready) Py_RETURN_FALSE;
+    if (status == 0) RETURN_TRUE;
+    if (status == cfg.not_ready) RETURN_FALSE;
     return raise_status(EVENT_QUERY, status);
 }
 
@@ -327,7 +348,7 @@ static PyObject *stream_wait_event(PyObject *self, PyObject *const *args, Py_ssi
     if (!two_handles("stream_wait_event", args, nargs, &stream, &event)) return NULL;
     status_t status = CALL(STREAM_WAIT_EVENT, stream_wait_fn)(stream, event, 0);
     if (status != 0) return raise_status(STREAM_WAIT_EVENT, status);
-    Py_RETURN_NONE;
+    RETURN_NONE;
 }
 
 /*
@@ -391,7 +412,7 @@ static PyObject *event_elapsed_ns_many(PyObject *self, PyObject *const *args,
     }
     return readings;
 fail:
-    Py_DECREF(readings);
+    Py_DecRef(readings);
     return NULL;
 }
 
@@ -408,7 +429,7 @@ static PyObject *event_wait(PyObject *self, PyObject *arg) {
     status = wait_event(event, &slot);
     Py_END_ALLOW_THREADS
     if (status != 0) return raise_status(slot, status);
-    Py_RETURN_NONE;
+    RETURN_NONE;
 }
 
 /*
@@ -460,7 +481,7 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *arg) {
         }
     }
     if (status != 0) return raise_status(slot, status);
-    Py_RETURN_NONE;
+    RETURN_NONE;
 }
 
 /* -- the module --------------------------------------------------------------------------- */
