@@ -24,10 +24,14 @@ EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 all: test
 
 # The editable installs build the backends' C extensions in place (src/*/_native.abi3.so).
-$(STAMP): requirements-dev.txt eventapi-core/pyproject.toml eventapi-cuda/pyproject.toml eventapi-hip/pyproject.toml eventapi-cuda/setup.py eventapi-hip/setup.py
+# .venv gets every tool (requirements-dev.txt); each .venv-3.X of the matrix only what its
+# tests need (requirements-test.txt).
+REQUIREMENTS ?= requirements-dev.txt
+
+$(STAMP): $(REQUIREMENTS) requirements-test.txt eventapi-core/pyproject.toml eventapi-cuda/pyproject.toml eventapi-hip/pyproject.toml eventapi-cuda/setup.py eventapi-hip/setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements-dev.txt \
+	$(BIN)/python -m pip install -q -r $(REQUIREMENTS) \
 		-e eventapi-core -e eventapi-cuda -e eventapi-hip
 	touch $@
 
@@ -89,8 +93,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# PYTEST_MARKERS selects by marker (pytest -m); the matrix leaves out the single_interpreter tests.
+PYTEST_MARKERS ?=
+
 pytest: $(STAMP) emulated
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(PYTEST_MARKERS),-m "$(PYTEST_MARKERS)")
 
 # Each backend by name, as a user runs the kit, and once more from its class, which lets the kit
 # build a second backend object for the foreign-handle checks.
@@ -108,7 +115,9 @@ conformance: $(STAMP) emulated
 
 # The supported CPythons. The one .venv runs on is tested by `pytest` and `conformance`; each
 # other one is found as pythonX.Y on PATH, else under pyenv, and gets a venv of its own in which
-# the same two targets run. Lint and type checks do not depend on the interpreter.
+# the same two targets run, the tests marked single_interpreter left out: what they check does
+# not depend on the interpreter (the packaging, the docs, the browser pages, the kit's plugin in
+# pytest subprocesses; the README says so). Lint and type checks do not either.
 # MATRIX_REQUIRED=1 (as CI sets it) turns a missing interpreter into a failure.
 MATRIX_VERSIONS ?= 3.11 3.12 3.13
 MATRIX_REQUIRED ?=
@@ -129,7 +138,8 @@ matrix: $(STAMP) emulated
 			continue; \
 		fi; \
 		echo "matrix: CPython $$v ($$py) in .venv-$$v"; \
-		$(MAKE) --no-print-directory VENV=.venv-$$v PYTHON=$$py pytest conformance; \
+		$(MAKE) --no-print-directory VENV=.venv-$$v PYTHON=$$py REQUIREMENTS=requirements-test.txt \
+			PYTEST_MARKERS="not single_interpreter" pytest conformance; \
 	done
 
 # The site, with warnings as errors and every reference checked (-n): a broken link, a missing

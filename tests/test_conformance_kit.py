@@ -16,6 +16,9 @@ import pytest
 from emulated_driver import DriverName, build, library_path
 from kit_run import KIT, Run, run_pytest
 
+# What this checks does not depend on the interpreter: `make matrix` leaves it out (README).
+pytestmark = pytest.mark.single_interpreter
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 

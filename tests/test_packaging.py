@@ -35,12 +35,15 @@ from packaging.version import Version
 import eventapi
 from eventapi._plugins import _discovery
 
+# What this checks does not depend on the interpreter: `make matrix` leaves it out (README).
+pytestmark = pytest.mark.single_interpreter
+
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTIONS = ("eventapi-core", "eventapi-cuda", "eventapi-hip")
 TOY = Path(__file__).resolve().parent / "toy_backend"
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
 # The cuda-bindings release of each major the extras are proven with: the newest 12.x, and the
-# 13.x requirements-dev.txt pins.
+# 13.x requirements-test.txt pins.
 BINDINGS = {12: Version("12.9.10"), 13: Version("13.5.0")}
 # Generous: a cold wheelhouse downloads cuda-bindings; a warm run takes seconds.
 PIP_TIMEOUT_S = 300

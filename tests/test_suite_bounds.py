@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# What this checks does not depend on the interpreter: `make matrix` leaves it out (README).
+pytestmark = pytest.mark.single_interpreter
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -27,6 +27,9 @@ from eventapi import Span
 from eventapi.host import HostBackend
 from eventapi.trace import TraceWriter, export_chrome_trace, merge, write_report
 
+# What this checks does not depend on the interpreter: `make matrix` leaves it out (README).
+pytestmark = pytest.mark.single_interpreter
+
 ARTIFACTS = REPO_ROOT / "build" / "test-artifacts"
 CHROMIUM_FLAGS = (
     "--headless",
