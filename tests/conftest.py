@@ -6,6 +6,7 @@ The end of a run says each skip reason once, with its count, as the conformance 
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,15 @@ from emulated_driver import EmulatedDriver, load
 from eventapi.driverkit import Stream
 from eventapi.host import HostBackend
 from eventapi.testing.plugin import summarize_skips
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control starts a background job with SIGINT ignored, and an ignored
+    # signal stays ignored in every process started from it: the tests that send a child SIGINT
+    # (a Ctrl-C) would find it ignored and fail. A handler is reset to the default at exec, so
+    # with one installed here every child starts with SIGINT as a terminal's Ctrl-C finds it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
