@@ -1,8 +1,9 @@
 # make check   set up .venv and run the main job: the backend table and `eventapi check`
 # make test    set up .venv and run every test: ruff, mypy --strict, pytest, the conformance kit
 #              on host and on cuda and hip over the emulated drivers; then `make matrix`
-# make matrix  pytest and the conformance kit on every other supported CPython (3.11 to 3.13),
-#              each in its own .venv-3.X; an interpreter not found is skipped with a message
+# make matrix  pytest (less the single_interpreter tests) and the conformance kit on every other
+#              supported CPython (3.11 to 3.13), each in its own .venv-3.X; an interpreter not
+#              found is skipped with a message
 # make docs    build the documentation site into build/docs/html, warnings as errors; read it
 #              with `python -m http.server -d build/docs/html` (http://localhost:8000)
 # make dist    build the three distributions into build/dist and check them (one version, twine)
