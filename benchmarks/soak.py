@@ -58,6 +58,11 @@ MAX_RSS_STEP: Final = 8 << 20  # 8 MiB per fifth of the run, in both halves
 COLLECT_EVERY: Final = 64  # windows between two collects of a thread's long-lived profiler
 CHURN_EVERY: Final = 256  # rounds between a stream's and a short profiler's create + destroy
 HANDOFF_DEPTH: Final = 16  # fences waiting in the shared queue at most
+# The spans each long-lived profiler retains (its max_spans). The default, 10,000 a thread, takes
+# about 25 s of this loop to fill, and traced memory rises until it is full: a soak shorter than
+# a few minutes would read the fill as a leak. A thousand fill within the first seconds, so the
+# growth measured after the warm-up is what a leak adds, and the bound is crossed all along.
+RETAINED_SPANS: Final = 1_000
 WAIT_TIMEOUT_S: Final = 10.0  # a timed wait that expires is a hang here, not load
 
 GROWTH_SITES: Final = 5  # source lines shown when traced memory grew
@@ -136,7 +141,9 @@ class Soak:
     def _loop(self, index: int) -> None:
         api = self.api
         stream = api.stream_create_non_blocking()
-        profiler: EventProfiler[Any, Any] = EventProfiler(api, label=f"soak-{index}")
+        profiler: EventProfiler[Any, Any] = EventProfiler(
+            api, label=f"soak-{index}", max_spans=RETAINED_SPANS
+        )
         try:
             rounds = 0
             while time.monotonic() < self.deadline and not self.errors:
