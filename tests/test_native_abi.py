@@ -1,19 +1,23 @@
-"""The backends' abi3 extension, built with a newer CPython's headers, runs on the oldest one.
+"""The backends' abi3 extension, built with a newer CPython's headers, runs on 3.11.
 
-An abi3 build need not be compiled with the headers of the interpreter that loads it: pip
-builds the sdist with whichever interpreter installs it, and its wheel cache offers that
-``cp311-abi3`` wheel to every other. From 3.12 the headers treat ``None``, ``True`` and
-``False`` as immortal, and their ``Py_RETURN_*`` macros return them without a reference even
-under ``Py_LIMITED_API`` 3.11. On 3.11 each such return gives away a reference that was never
-taken, until the count reaches zero and the interpreter aborts. ``_native.c`` counts through
-``Py_IncRef`` and ``Py_DecRef`` instead; this builds it with the newest headers found and runs
-every call that returns one of the three, many times, on the interpreter of the test run.
+An abi3 build need not be compiled with the headers of the interpreter that loads it: a
+``cp311-abi3`` wheel built on 3.12 installs on 3.11, and ``make matrix`` rebuilds the in-place
+extension with each interpreter in turn. The headers of 3.12, and of 3.13 before CPython
+gh-134989 was fixed, treat ``None``, ``True`` and ``False`` as immortal even under
+``Py_LIMITED_API`` 3.11: their ``Py_RETURN_*`` macros return them without a reference. On 3.11
+each such return gives away a reference that was never taken, until the count reaches zero and
+the interpreter aborts. ``_native.c`` counts through ``Py_IncRef`` and ``Py_DecRef`` instead.
+
+One test reads the source for the headers' counting macros, whatever headers are at hand; the
+other builds it with each CPython 3.12 or later found and runs calls that return each of the
+three objects, many times, on the interpreter of the test run.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,12 +29,17 @@ from emulated_driver import REPO_ROOT, build, preload_env
 
 SOURCE = REPO_ROOT / "eventapi-cuda" / "src" / "eventapi_cuda" / "_native.c"
 
+# The headers' macros that count references inline, with that header's idea of immortality.
+COUNTING_MACROS = re.compile(
+    r"\bPy_(?:RETURN_(?:NONE|TRUE|FALSE|NOTIMPLEMENTED)|X?INCREF|X?DECREF|X?NewRef|X?SETREF|CLEAR)\b"
+)
+
 # Enough returns of each object to take its whole count on 3.11 (a few thousand at start) many
 # times over, were one reference missing from each.
 CALLS = 20_000
 
 _CHILD = """
-import importlib.util, json, sys
+import importlib.util, json, sys, threading
 spec = importlib.util.spec_from_file_location("eventapi_cuda._native", {path!r})
 native = importlib.util.module_from_spec(spec)
 sys.modules["eventapi_cuda._native"] = native
@@ -41,7 +50,7 @@ assert eventapi_cuda._backend._native is native
 
 api = eventapi.backend("cuda")
 stream = api.stream_create_non_blocking()
-event = api.event_create()
+event, pending = api.event_create(), api.event_create()
 api.event_record(event, stream)
 api.stream_synchronize(stream)
 counts = lambda: [sys.getrefcount(o) for o in (None, True, False)]
@@ -50,52 +59,72 @@ for _ in range({calls}):
     assert api.event_record_unless_capturing(event, stream) is True  # True
     api.event_wait(event)  # None
     assert api.event_query(event) is True  # True
-    assert api.stream_is_capturing(stream) is False  # False
     api.event_record(event, stream)  # None
+api.stream_synchronize(stream)
+# False: a query of an event behind a host function that holds the stream.
+gate = threading.Event()
+api.stream_launch_host_func(stream, gate.wait)
+api.event_record(pending, stream)
+for _ in range({calls}):
+    assert api.event_query(pending) is False  # False
+gate.set()
 api.stream_synchronize(stream)
 after = counts()
 api.event_destroy(event)
+api.event_destroy(pending)
 api.stream_destroy(stream)
 print(json.dumps({{"before": before, "after": after}}))
 """
 
 
-def _newer_interpreter() -> Path | None:
-    """The newest CPython 3.12 or later on PATH or under pyenv, as the Makefile finds them."""
+def _newer_interpreters() -> list[Path]:
+    """One CPython of each version from 3.12 on PATH or under pyenv, as the Makefile finds them."""
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    for minor in (13, 12):
-        found = shutil.which(f"python3.{minor}")
-        candidates = [found] if found else []
+    found: list[Path] = []
+    for minor in range(12, 20):
+        on_path = shutil.which(f"python3.{minor}")
+        candidates = [on_path] if on_path else []
         candidates += sorted(glob.glob(str(pyenv / f"versions/3.{minor}.*/bin/python3.{minor}")))
         for candidate in candidates:
             if subprocess.run([candidate, "-c", "import sys"], check=False).returncode == 0:
-                return Path(candidate)
-    return None
+                found.append(Path(candidate))
+                break
+    return found
 
 
-def test_an_abi3_build_with_newer_headers_keeps_the_counts_of_none_and_the_bools(
-    tmp_path: Path,
-) -> None:
-    if sys.version_info >= (3, 12):
-        pytest.skip("None, True and False are immortal here: a missing reference cannot show")
-    newer = _newer_interpreter()
-    if newer is None:
-        pytest.skip("no CPython 3.12 or later on PATH or under pyenv to take headers from")
+def _headers(python: Path) -> Path | None:
     include = subprocess.run(
-        [newer, "-c", "import sysconfig; print(sysconfig.get_path('include'))"],
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('include'))"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    if not (Path(include) / "Python.h").is_file():
-        pytest.skip(f"{newer} has no headers ({include}/Python.h)")
-    built = tmp_path / "_native.abi3.so"
-    cc = os.environ.get("CC", "cc")
-    flags = ["-shared", "-fPIC", "-O2", "-std=c11", f"-I{include}"]
-    subprocess.run([cc, *flags, str(SOURCE), "-lm", "-o", str(built)], check=True)
+    return Path(include) if (Path(include) / "Python.h").is_file() else None
+
+
+def test_the_source_counts_no_reference_through_the_headers_macros() -> None:
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", "", SOURCE.read_text(), flags=re.S)
+    assert not COUNTING_MACROS.findall(code), "use Py_IncRef / Py_DecRef (see the file's header)"
+
+
+def test_a_build_with_newer_headers_keeps_the_counts_of_none_and_the_bools(
+    tmp_path: Path,
+) -> None:
+    if sys.version_info >= (3, 12):
+        pytest.skip("None, True and False are immortal here: a missing reference cannot show")
+    builds = [(python, _headers(python)) for python in _newer_interpreters()]
+    builds = [(python, include) for python, include in builds if include is not None]
+    if not builds:
+        pytest.skip("no CPython 3.12 or later with its headers on PATH or under pyenv")
     build()
-    result = run_json(_CHILD.format(path=str(built), calls=CALLS), preload_env("cuda"))
-    # A missing reference per return would move a count by CALLS or more (if the interpreter
-    # survived it); what else the loop touches moves it by a few at most.
-    for name, before, after in zip(("None", "True", "False"), *result.values(), strict=True):
-        assert abs(after - before) < 100, (name, before, after, newer)
+    cc = os.environ.get("CC", "cc")
+    for python, include in builds:
+        built = tmp_path / python.name / "_native.abi3.so"
+        built.parent.mkdir()
+        flags = ["-shared", "-fPIC", "-O2", "-std=c11", f"-I{include}"]
+        subprocess.run([cc, *flags, str(SOURCE), "-lm", "-o", str(built)], check=True)
+        result = run_json(_CHILD.format(path=str(built), calls=CALLS), preload_env("cuda"))
+        # A missing reference per return would move a count by CALLS or more (if the
+        # interpreter survived it); what else the loops touch moves it by a few at most.
+        for name, before, after in zip(("None", "True", "False"), *result.values(), strict=True):
+            assert abs(after - before) < 100, (python, name, before, after)

@@ -24,14 +24,15 @@
  *
  * References are counted through the interpreter's own functions (Py_IncRef, Py_DecRef), never
  * the headers' inline macros, because the headers an abi3 build is compiled with need not be
- * those of the interpreter that loads it: pip builds the sdist with whichever interpreter
- * installs it, and its wheel cache then offers that cp311-abi3 wheel to every other. From
- * 3.12 the headers treat None, True and False as immortal (PEP 683): their Py_RETURN_NONE,
- * Py_RETURN_TRUE and Py_RETURN_FALSE return them without a reference, whatever Py_LIMITED_API
- * asks for. Loaded by 3.11, each such return hands out a reference that was never taken, until
- * the count reaches zero and the interpreter aborts ("deallocating None"). The functions count
- * as the running interpreter does. tests/test_native_abi.py builds this file with the newest
- * headers it finds and runs it on the interpreter of the test run.
+ * those of the interpreter that loads it: a cp311-abi3 wheel built on 3.12 installs on 3.11,
+ * and the in-place build of a checkout serves every venv of `make matrix`. The headers of 3.12,
+ * and of 3.13 before CPython gh-134989 was fixed (June 2025), treat None, True and False as
+ * immortal (PEP 683) even under Py_LIMITED_API 0x030B0000: their Py_RETURN_NONE, Py_RETURN_TRUE
+ * and Py_RETURN_FALSE return them without a reference. Loaded by 3.11, each such return hands
+ * out a reference that was never taken, until the count reaches zero and the interpreter aborts
+ * ("deallocating None"). The functions count as the running interpreter does, whatever headers
+ * built the file. tests/test_native_abi.py builds it with each newer interpreter's headers it
+ * finds and runs it on 3.11, and checks that no counting macro is left in it.
  */
 #define Py_LIMITED_API 0x030B0000
 #define PY_SSIZE_T_CLEAN
@@ -203,16 +204,19 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
         }
     }
     /* Once per process: the addresses of one driver library do not change. */
+    /* Each old value is dropped after its replacement is stored: dropping it may run Python
+       code (a finalizer), which must find the configuration whole. */
     for (int i = 0; i < CALL_COUNT; i++) {
-        PyObject *name = PyTuple_GetItem(names, i);
+        PyObject *name = PyTuple_GetItem(names, i), *old = cfg.name[i];
         Py_IncRef(name);
-        Py_DecRef(cfg.name[i]);
         cfg.name[i] = name;
         cfg.fn[i] = fn[i];
+        Py_DecRef(old);
     }
+    PyObject *old_fail = cfg.fail;
     Py_IncRef(fail);
-    Py_DecRef(cfg.fail);
     cfg.fail = fail;
+    Py_DecRef(old_fail);
     cfg.not_ready = (status_t)not_ready;
     cfg.sync_event_flags = (unsigned int)sync_flags;
     cfg.spin_ns = spin_ns;
