@@ -25,14 +25,14 @@ EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 all: test
 
 # The editable installs build the backends' C extensions in place (src/*/_native.abi3.so).
-# .venv gets every tool (requirements-dev.txt); each .venv-3.X of the matrix only what its
-# tests need (requirements-test.txt).
-REQUIREMENTS ?= requirements-dev.txt
+# What every interpreter's tests need (requirements-test.txt), and in .venv the tools that run
+# once (requirements-dev.txt); each .venv-3.X of the matrix gets the first only.
+REQUIREMENTS ?= requirements-test.txt requirements-dev.txt
 
-$(STAMP): $(REQUIREMENTS) requirements-test.txt eventapi-core/pyproject.toml eventapi-cuda/pyproject.toml eventapi-hip/pyproject.toml eventapi-cuda/setup.py eventapi-hip/setup.py
+$(STAMP): $(REQUIREMENTS) eventapi-core/pyproject.toml eventapi-cuda/pyproject.toml eventapi-hip/pyproject.toml eventapi-cuda/setup.py eventapi-hip/setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r $(REQUIREMENTS) \
+	$(BIN)/python -m pip install -q $(addprefix -r ,$(REQUIREMENTS)) \
 		-e eventapi-core -e eventapi-cuda -e eventapi-hip
 	touch $@
 
@@ -117,8 +117,7 @@ conformance: $(STAMP) emulated
 # The supported CPythons. The one .venv runs on is tested by `pytest` and `conformance`; each
 # other one is found as pythonX.Y on PATH, else under pyenv, and gets a venv of its own in which
 # the same two targets run, the tests marked single_interpreter left out: what they check does
-# not depend on the interpreter (the packaging, the docs, the browser pages, the kit's plugin in
-# pytest subprocesses; the README says so). Lint and type checks do not either.
+# not depend on the interpreter (the README lists them). Lint and type checks do not either.
 # MATRIX_REQUIRED=1 (as CI sets it) turns a missing interpreter into a failure.
 MATRIX_VERSIONS ?= 3.11 3.12 3.13
 MATRIX_REQUIRED ?=

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.single_interpreter
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "eventapi-opencl"
 CORE = ROOT / "eventapi-core"
-REQUIREMENTS = ROOT / "requirements-dev.txt"  # its pins constrain the example's dependencies
+# Their pins constrain the example's dependencies.
+REQUIREMENTS = (ROOT / "requirements-test.txt", ROOT / "requirements-dev.txt")
 VENV = ROOT / "build" / f"opencl-venv-{sys.version_info.major}.{sys.version_info.minor}"
 # Generous: a cold build downloads pyopencl and numpy; a warm run takes seconds.
 INSTALL_TIMEOUT_S = 600
@@ -45,7 +46,8 @@ def run(*args: str | Path, cwd: Path, timeout: float = RUN_TIMEOUT_S) -> str:
 def sources_hash() -> str:
     """A hash of every source file of eventapi-core and the example, and of this interpreter."""
     digest = hashlib.sha256(sys.version.encode())
-    digest.update(REQUIREMENTS.read_bytes())
+    for requirements in REQUIREMENTS:
+        digest.update(requirements.read_bytes())
     for folder in (CORE, EXAMPLE):
         for path in sorted(folder.rglob("*")):
             parts = path.relative_to(folder).parts
@@ -74,7 +76,8 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (wheel,) = wheels.glob("eventapi_core-*.whl")
     run(sys.executable, "-m", "venv", "--without-pip", VENV, cwd=base)
     # This interpreter's pip installs into it (--python): the venv needs none of its own.
-    run(sys.executable, "-m", "pip", "--python", interpreter, "install", "-q", "-c", REQUIREMENTS,
+    constraints = [arg for requirements in REQUIREMENTS for arg in ("-c", requirements)]
+    run(sys.executable, "-m", "pip", "--python", interpreter, "install", "-q", *constraints,
         wheel, f"{example}[pocl,test]", cwd=base, timeout=INSTALL_TIMEOUT_S)  # fmt: skip
     stamp.write_text(key)
     return interpreter
