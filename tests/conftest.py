@@ -23,6 +23,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # signal stays ignored in every process started from it: the tests that send a child SIGINT
     # (a Ctrl-C) would find it ignored and fail. A handler is reset to the default at exec, so
     # with one installed here every child starts with SIGINT as a terminal's Ctrl-C finds it.
+    # (A Ctrl-C at the terminal then stops such a background run too, as it would a foreground one.)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 

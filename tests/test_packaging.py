@@ -35,9 +35,9 @@ from packaging.version import Version
 import eventapi
 from eventapi._plugins import _discovery
 
-# What this checks does not depend on the interpreter: `make matrix` leaves it out (README).
-pytestmark = pytest.mark.single_interpreter
-
+# The tests marked single_interpreter read the distributions' metadata and sources, or build
+# sdists with `build`, which no interpreter changes: `make matrix` leaves them out (README). The
+# installs into fresh venvs run on every interpreter, each with its own wheelhouse.
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTIONS = ("eventapi-core", "eventapi-cuda", "eventapi-hip")
 TOY = Path(__file__).resolve().parent / "toy_backend"
@@ -159,6 +159,7 @@ def extras(wheels: Path) -> dict[str, dict[str, Requirement]]:
     return found
 
 
+@pytest.mark.single_interpreter
 def test_the_three_distributions_share_one_version_and_pin_each_other_to_it(
     wheels: Path,
 ) -> None:
@@ -176,6 +177,7 @@ def test_the_three_distributions_share_one_version_and_pin_each_other_to_it(
         assert str(on_core.specifier) == f"=={version}"
 
 
+@pytest.mark.single_interpreter
 def test_each_cuda_extra_pins_its_binding_major(wheels: Path) -> None:
     found = extras(wheels)
     assert {extra: sorted(reqs) for extra, reqs in found.items()} == {
@@ -204,6 +206,7 @@ def test_each_cuda_extra_pins_its_binding_major(wheels: Path) -> None:
     assert Version("14.0") not in binding.specifier
 
 
+@pytest.mark.single_interpreter
 def test_the_metadata_states_the_license_and_the_platforms(wheels: Path) -> None:
     output = (wheels.parent / "build-output.txt").read_text()
     assert "deprecated" not in output.lower(), output
@@ -334,6 +337,7 @@ def test_third_party_backend_is_discovered_and_selected(toy_discovered: None) ->
     assert counted.live_handles() == (0, 0)
 
 
+@pytest.mark.single_interpreter
 @pytest.mark.parametrize("selector", ["toy", "eventapi_toy:ToyBackend"])
 def test_third_party_backend_passes_the_conformance_kit(
     toy_site: Path, tmp_path: Path, selector: str
@@ -358,6 +362,7 @@ def test_third_party_backend_passes_the_conformance_kit(
 HIP_PYTHON = ("hip-python==10.0.0.0.1.2",)
 
 
+@pytest.mark.single_interpreter
 def test_the_backend_wheels_are_abi3_and_carry_their_extension(wheels: Path) -> None:
     # One build against the stable ABI of 3.11 serves every supported interpreter.
     for name in ("eventapi_cuda", "eventapi_hip"):
@@ -368,6 +373,7 @@ def test_the_backend_wheels_are_abi3_and_carry_their_extension(wheels: Path) -> 
             assert f"{name}/_native.pyi" in archive.namelist()
 
 
+@pytest.mark.single_interpreter
 def test_the_two_backends_carry_the_same_c_source() -> None:
     # Each sdist builds standalone from its own copy; the two copies are one source.
     cuda = (ROOT / "eventapi-cuda" / "src" / "eventapi_cuda" / "_native.c").read_bytes()
@@ -379,6 +385,7 @@ def test_the_two_backends_carry_the_same_c_source() -> None:
     )
 
 
+@pytest.mark.single_interpreter
 def test_each_backend_sdist_builds_its_extension_alone(tmp_path: Path) -> None:
     # The sdist, unpacked anywhere, builds with a C compiler and nothing else from the repo.
     for name in ("eventapi-cuda", "eventapi-hip"):

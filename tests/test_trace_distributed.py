@@ -4,7 +4,7 @@ Three processes (real interpreters) join a gloo group through a file store; each
 that the helper refuses to run before the group exists, then times one window on ``host`` after
 the previous rank told it (a point-to-point message sent once that rank's window end was
 stamped), then all gather, and rank 0 writes the merged trace. Skipped where torch is not
-installed (the dev requirements install its CPU build on CPython 3.11 only).
+installed (requirements-test.txt installs its CPU build on CPython 3.11 only).
 """
 
 from __future__ import annotations
