@@ -7,12 +7,17 @@ commands do or what the installed code imports.
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["clean_env", "copy_source", "run"]
+__all__ = ["clean_env", "copy_source", "run", "sources_hash"]
+
+# Build outputs, never sources: what copy_source leaves out, and the extensions built in place.
+_OUTPUTS = ("build", "*.egg-info", "__pycache__", ".pytest_cache", "*.so")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -53,6 +58,22 @@ def run(
 
 def copy_source(source: Path, target: Path) -> Path:
     """Copy a source folder without its build outputs; returns ``target``."""
-    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
-    shutil.copytree(source, target, ignore=ignore)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(*_OUTPUTS))
     return target
+
+
+def sources_hash(*folders: Path, salt: bytes = b"") -> str:
+    """A hash of every source file under ``folders`` (paths and contents) and of ``salt``.
+
+    A cache of what was built from the folders is valid while it is unchanged.
+    """
+    digest = hashlib.sha256(salt)
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            parts = path.relative_to(folder).parts
+            if path.is_file() and not any(
+                fnmatch.fnmatch(part, pattern) for part in parts for pattern in _OUTPUTS
+            ):
+                digest.update(str(path.relative_to(folder.parent)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()

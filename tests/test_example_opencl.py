@@ -12,7 +12,6 @@ example's sources change (a hash of them is stored beside it), so a warm run ins
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import isolated
 import pytest
-from isolated import clean_env, copy_source
+from isolated import clean_env, copy_source, sources_hash
 from kit_run import KIT
 from test_examples import SCRIPTS, run_example
 
@@ -36,32 +35,18 @@ VENV = ROOT / "build" / f"opencl-venv-{sys.version_info.major}.{sys.version_info
 # Generous: a cold build downloads pyopencl and numpy; a warm run takes seconds.
 INSTALL_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 120
-SKIP_DIRS = {"build", "__pycache__", ".pytest_cache"}
 
 
 def run(*args: str | Path, cwd: Path, timeout: float = RUN_TIMEOUT_S) -> str:
     return isolated.run(*args, cwd=cwd, timeout=timeout)
 
 
-def sources_hash() -> str:
-    """A hash of every source file of eventapi-core and the example, and of this interpreter."""
-    digest = hashlib.sha256(sys.version.encode())
-    for requirements in REQUIREMENTS:
-        digest.update(requirements.read_bytes())
-    for folder in (CORE, EXAMPLE):
-        for path in sorted(folder.rglob("*")):
-            parts = path.relative_to(folder).parts
-            skipped = any(part in SKIP_DIRS or part.endswith(".egg-info") for part in parts)
-            if path.is_file() and not skipped:
-                digest.update(str(path.relative_to(ROOT)).encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 @pytest.fixture(scope="module")
 def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The python of a venv holding a fresh eventapi-core wheel and the example, with [pocl]."""
-    key = sources_hash()
+    # This interpreter's venv, from these sources, under these pins.
+    salt = sys.version.encode() + b"".join(path.read_bytes() for path in REQUIREMENTS)
+    key = sources_hash(CORE, EXAMPLE, salt=salt)
     stamp = VENV / "sources.sha256"
     interpreter = VENV / "bin" / "python"
     if stamp.is_file() and stamp.read_text() == key and interpreter.exists():

@@ -1,7 +1,8 @@
 """The distributions as users get them: built wheels, fresh virtual environments, pip.
 
 Builds the wheels of eventapi-core, eventapi-cuda and eventapi-hip from a copy of their folders
-(so the checkout gets no build/ litter), installs the CUDA extras into new venvs with pip, and
+(so the checkout gets no build/ litter; once per state of the sources, kept in build/test-wheels
+for every interpreter), installs the CUDA extras into new venvs with pip, and
 asks the installed ``eventapi`` command what it finds: without a driver (this machine has none),
 and on the emulated driver reporting a CUDA 12.x or 13.x version, as a user's machine would.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -27,7 +29,7 @@ from typing import Any
 import isolated
 import pytest
 from emulated_driver import build, library_path
-from isolated import clean_env, copy_source
+from isolated import clean_env, copy_source, sources_hash
 from kit_run import KIT, run_pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -37,7 +39,8 @@ from eventapi._plugins import _discovery
 
 # The tests marked single_interpreter read the distributions' metadata and sources, or build
 # sdists with `build`, which no interpreter changes: `make matrix` leaves them out (README). The
-# installs into fresh venvs run on every interpreter, each with its own wheelhouse.
+# installs into fresh venvs run on every interpreter, each with its own wheelhouse and the wheels
+# the first one built.
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTIONS = ("eventapi-core", "eventapi-cuda", "eventapi-hip")
 TOY = Path(__file__).resolve().parent / "toy_backend"
@@ -61,16 +64,26 @@ def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None =
     return isolated.run(*args, cwd=cwd, env=env, timeout=PIP_TIMEOUT_S)
 
 
+# The wheels built from the current sources, kept across runs and interpreters (see wheels()).
+WHEEL_CACHE = ROOT / "build" / "test-wheels"
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with the three wheels, built by pip from copies of the folders.
 
-    What the build printed is kept beside them in ``build-output.txt``.
+    Built once for each state of the sources, by the first interpreter that asks, and kept in
+    build/test-wheels: every interpreter of the matrix then installs the same ``cp311-abi3``
+    and pure wheels, as users get one build from an index. What the build printed is kept
+    beside them in ``build-output.txt``.
     """
+    out = WHEEL_CACHE / sources_hash(*(ROOT / name for name in DISTRIBUTIONS))
+    if (out / "build-output.txt").is_file():
+        return out
     base = tmp_path_factory.mktemp("packaging")
     sources = [copy_source(ROOT / name, base / "src" / name) for name in DISTRIBUTIONS]
-    out = base / "wheels"
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, *sources]
+    built = base / "wheels"
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", built, *sources]
     done = subprocess.run(
         [str(arg) for arg in command],
         capture_output=True,
@@ -80,7 +93,10 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=False,
     )
     assert done.returncode == 0, f"pip wheel exited {done.returncode}\n{done.stdout}{done.stderr}"
-    (base / "build-output.txt").write_text(done.stdout + done.stderr)
+    # Written last: a folder with it is complete. Builds of earlier sources go.
+    shutil.rmtree(WHEEL_CACHE, ignore_errors=True)
+    shutil.copytree(built, out)
+    (out / "build-output.txt").write_text(done.stdout + done.stderr)
     return out
 
 
@@ -208,7 +224,7 @@ def test_each_cuda_extra_pins_its_binding_major(wheels: Path) -> None:
 
 @pytest.mark.single_interpreter
 def test_the_metadata_states_the_license_and_the_platforms(wheels: Path) -> None:
-    output = (wheels.parent / "build-output.txt").read_text()
+    output = (wheels / "build-output.txt").read_text()
     assert "deprecated" not in output.lower(), output
     for name in DISTRIBUTIONS:
         assert field(wheels, name, "License-Expression") == ["MIT"]
