@@ -206,12 +206,12 @@ class EventFence(SingleOwner, Generic[E, S]):
             self._require_query("wait(timeout=...)")
         if self._reached:
             return  # a fence is recorded once: reached stays reached
+        if timeout is None and self._query is not None and self._query_reached("wait"):
+            return  # reached already: the common case, with no clock read and no spin
         event = self._enter("wait")
         try:
             if timeout is not None:
                 self._poll(event, timeout)
-            elif self._query is not None and self._query.event_query(event):
-                pass  # reached already: the common case, with no clock read and no spin
             elif not self._spin(event):
                 # By ident: current_thread() would register a dummy for a foreign thread.
                 if threading.get_ident() == threading.main_thread().ident:
@@ -265,17 +265,8 @@ class EventFence(SingleOwner, Generic[E, S]):
         """
         if self._closed:
             self._refuse_closed("reached")
-        query = self._require_query("reached()")
-        if self._reached:
-            return True
-        event = self._enter("reached")
-        try:
-            done = query.event_query(event)
-            if done:
-                self._mark_reached()
-            return done
-        finally:
-            self._leave()
+        self._require_query("reached()")
+        return self._reached or self._query_reached("reached")
 
     def wait_on(self, stream: S) -> None:
         """Make ``stream`` wait on the device until the fence is reached; the host does not block.
@@ -386,6 +377,19 @@ class EventFence(SingleOwner, Generic[E, S]):
         return f"<EventFence {backend} {state} event={self._event!r}>"
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _query_reached(self, call: str) -> bool:
+        # One query of a fence that has event_query, marking it reached when it is. The lock
+        # is held across the query instead of counting the call in and out: a query never
+        # blocks, and a close() from another thread meanwhile waits for it.
+        query = cast("SupportsEventQuery[E]", self._query)
+        with self._lock:
+            if self._closed:
+                self._refuse_closed(call)
+            done = query.event_query(self._event)
+        if done:
+            self._mark_reached()
+        return done
 
     def _enter(self, call: str) -> E:
         with self._lock:
