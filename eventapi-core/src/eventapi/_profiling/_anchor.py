@@ -256,15 +256,14 @@ class Placement:
         host_ns, to_host, base = self._host_ns, self._to_host, self._base
         back_slope, between, interval = self._back_slope, self._between, self._interval
         u, slope, between_to_host = self._uncertainty, self._between_slope, self._between_to_host
-        ceil = math.ceil
+        wander, resolution, ceil = RATE_WANDER, TIMER_RESOLUTION_NS, math.ceil
         placed: list[tuple[int, int, int]] = []
         append = placed.append
         for before_ns, duration_ns in zip(befores, durations, strict=True):
             after_ns = before_ns - duration_ns if before_ns > duration_ns else 0
             # From this anchor back at the measured (or assumed) rate; the bound grows with
             # the distance, so the start's is the window's.
-            start: float = host_ns - before_ns * to_host
-            end: float = host_ns - after_ns * to_host
+            rate = to_host
             bound = base + back_slope * before_ns
             if between and before_ns <= interval:
                 # Between the previous anchor and this one: interpolation, its error the two
@@ -274,18 +273,17 @@ class Placement:
                 worst = (
                     u
                     + slope * before_ns
-                    + RATE_WANDER
-                    * (before_ns if 2 * before_ns < interval else interval - before_ns)
+                    + wander * (before_ns if 2 * before_ns < interval else interval - before_ns)
                 )
                 at_end = (
                     u
                     + slope * after_ns
-                    + RATE_WANDER * (after_ns if 2 * after_ns < interval else interval - after_ns)
+                    + wander * (after_ns if 2 * after_ns < interval else interval - after_ns)
                 )
-                worst = (worst if worst > at_end else at_end) + TIMER_RESOLUTION_NS
+                worst = (worst if worst > at_end else at_end) + resolution
                 if worst < bound:
-                    start = host_ns - before_ns * between_to_host
-                    end = host_ns - after_ns * between_to_host
-                    bound = worst
+                    rate, bound = between_to_host, worst
+            # Both ends at the one rate chosen, so end - start is the duration at that rate.
+            start, end = host_ns - before_ns * rate, host_ns - after_ns * rate
             append((round(start), round(end), ceil(bound)))
         return placed
