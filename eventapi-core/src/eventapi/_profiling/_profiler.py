@@ -652,11 +652,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             windows = sorted(pending, key=_opened)
             # The anchor lies after every window, so no reading of how far before it a window
             # started is clamped.
-            durations, befores = self._read_windows(
-                [w._start for w in windows],  # type: ignore[misc]
-                [w._end for w in windows],  # type: ignore[misc]
-                reference,
-            )
+            starts: list[E] = [w._start for w in windows]  # type: ignore[misc]
+            ends: list[E] = [w._end for w in windows]  # type: ignore[misc]
+            durations, befores = self._read_windows(starts, ends, reference)
             placed = Placement(anchor, earlier).spans(befores, durations)
             label = self._label
             spans = [
@@ -669,7 +667,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._release_all(samples)
             raise
         self._keep_anchor(anchor, samples, earlier)
-        self._finish(pending, spans)
+        self._finish(pending, starts, ends, spans)
         return spans
 
     def _read_fused(self, starts: list[E], ends: list[E], later: E) -> tuple[list[int], list[int]]:
@@ -685,12 +683,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         durations = [elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
         return durations, [elapsed(start, later) for start in starts]
 
-    def _finish(self, pending: list[Window[E]], spans: list[Span]) -> None:
+    def _finish(
+        self, pending: list[Window[E]], starts: list[E], ends: list[E], spans: list[Span]
+    ) -> None:
         """Every reading succeeded: only now do the windows give their events back."""
         free = self._pool.free
+        free.extend(starts)
+        free.extend(ends)
         for window in pending:
-            free.append(window._start)  # type: ignore[arg-type]
-            free.append(window._end)  # type: ignore[arg-type]
             window._start = window._end = None
             window._state = _DONE
         pending.clear()
