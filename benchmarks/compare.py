@@ -1,0 +1,92 @@
+"""The core's Python per window and per fence at a git revision, beside the working tree's.
+
+Usage::
+
+    python benchmarks/compare.py [REV] [--pairs N] [--repeat N]
+
+``REV`` (default ``HEAD``) is any revision git knows. Its ``eventapi-core/src`` is exported
+into a temporary folder, and ``benchmarks/floor.py`` (the working tree's, so both sides run the
+same workload) runs in a fresh process over each source in turn, REV then the working tree, for
+``--pairs`` pairs; each process takes its best of ``--repeat`` rounds. Every driver call is a
+no-op, so the figures are the core's own Python (see ``floor.py``). The ratio is read pair by
+pair, working tree over REV: a machine whose speed drifts between pairs moves both sides of a
+pair alike, where it would move two separate runs apart. Prints each figure's median over the
+pairs and the median and range of the per-pair ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FLOOR = REPO / "benchmarks" / "floor.py"
+CORE = "eventapi-core/src"
+
+
+def export(rev: str, into: Path) -> Path:
+    """``rev``'s core source, unpacked under ``into``; the folder to put on ``sys.path``."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", rev, CORE],
+        capture_output=True,
+        check=True,
+    ).stdout
+    path = into / "archive.tar"
+    path.write_bytes(archive)
+    with tarfile.open(path) as tar:
+        tar.extractall(into, filter="data")
+    return into / CORE
+
+
+def figures(source: Path, repeat: int, out: Path) -> dict[str, dict[str, float]]:
+    """floor.py's figures with ``source`` first on the path, in a fresh process."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), str(FLOOR.parent)]))
+    subprocess.run(
+        [sys.executable, str(FLOOR), "--repeat", str(repeat), "--json", str(out)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    result: dict[str, dict[str, float]] = json.loads(out.read_text())
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rev", nargs="?", default="HEAD", help="the revision (default HEAD)")
+    parser.add_argument("--pairs", type=int, default=5, help="process pairs (default 5)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per process (default 5)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = export(args.rev, Path(tmp))
+        sides = {args.rev: base, "working tree": REPO / CORE}
+        runs: dict[str, list[dict[str, dict[str, float]]]] = {side: [] for side in sides}
+        for _ in range(args.pairs):
+            for side, source in sides.items():
+                runs[side].append(figures(source, args.repeat, Path(tmp) / "figures.json"))
+    print(f"the core's Python, every driver call a no-op: median of {args.pairs} process pairs")
+    print(f"{'':38}{args.rev:>14}{'working tree':>14}   ratio per pair: median (range)")
+    old, new = runs[args.rev], runs["working tree"]
+    for kind, label in (("window_us", "window"), ("fence_us", "fence")):
+        for name in old[0][kind]:
+            if name == "floor":
+                continue
+            before = [run[kind][name] for run in old]
+            after = [run[kind][name] for run in new]
+            ratios = sorted(a / b for a, b in zip(after, before, strict=True))
+            print(
+                f"{label + ', ' + name:38}{statistics.median(before):>11.2f} us"
+                f"{statistics.median(after):>11.2f} us   {statistics.median(ratios):.2f}x "
+                f"({ratios[0]:.2f}-{ratios[-1]:.2f})"
+            )
+
+
+if __name__ == "__main__":
+    main()
