@@ -206,7 +206,8 @@ class EventFence(SingleOwner, Generic[E, S]):
             self._require_query("wait(timeout=...)")
         if self._reached:
             return  # a fence is recorded once: reached stays reached
-        if timeout is None and self._query is not None and self._query_reached("wait"):
+        query = self._query
+        if timeout is None and query is not None and self._query_reached(query, "wait"):
             return  # reached already: the common case, with no clock read and no spin
         event = self._enter("wait")
         try:
@@ -265,8 +266,8 @@ class EventFence(SingleOwner, Generic[E, S]):
         """
         if self._closed:
             self._refuse_closed("reached")
-        self._require_query("reached()")
-        return self._reached or self._query_reached("reached")
+        query = self._require_query("reached()")
+        return self._reached or self._query_reached(query, "reached")
 
     def wait_on(self, stream: S) -> None:
         """Make ``stream`` wait on the device until the fence is reached; the host does not block.
@@ -378,11 +379,10 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _query_reached(self, call: str) -> bool:
-        # One query of a fence that has event_query, marking it reached when it is. The lock
-        # is held across the query instead of counting the call in and out: a query never
-        # blocks, and a close() from another thread meanwhile waits for it.
-        query = cast("SupportsEventQuery[E]", self._query)
+    def _query_reached(self, query: SupportsEventQuery[E], call: str) -> bool:
+        # One query (the fence's backend, which has event_query), marking the fence reached
+        # when it is. The lock is held across the query instead of counting the call in and
+        # out: a query never blocks, and a close() from another thread meanwhile waits for it.
         with self._lock:
             if self._closed:
                 self._refuse_closed(call)
