@@ -478,13 +478,16 @@ def test_close_while_another_thread_waits_defers_the_destroy(
     assert host.live_handles().events == 0
 
 
-def _blocked_in_event_wait(thread: threading.Thread) -> bool:
-    """True once ``thread`` is inside the backend's ``event_wait`` (polled, with a deadline)."""
+def _blocked_in(thread: threading.Thread, function: str, *, or_returned: bool = False) -> bool:
+    """True once ``thread`` is inside a function named ``function``, or with ``or_returned``
+    once it finished (polled, with a deadline)."""
     deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
+        if or_returned and not thread.is_alive():
+            return True
         frame = sys._current_frames().get(thread.ident or 0)
         while frame is not None:
-            if frame.f_code.co_name == "event_wait":
+            if frame.f_code.co_name == function:
                 return True
             frame = frame.f_back
         time.sleep(0.001)
@@ -497,12 +500,59 @@ def test_close_while_a_host_waiter_blocks(
     gate = hold(host_stream)
     fence = EventFence.record(host, host_stream)
     waiter = Waiter(fence.wait)
-    assert _blocked_in_event_wait(waiter.thread)
+    assert _blocked_in(waiter.thread, "event_wait")
     fence.close()
     assert host.live_handles().events == 1  # not destroyed under the waiter
     released, (returned,) = release_and_join(gate, [waiter])  # the wait finished normally ...
     assert returned >= released
     assert host.live_handles().events == 0  # ... and the event was destroyed after it
+
+
+class GatedQuery:
+    """The host backend, whose ``event_query`` waits at ``gate`` first; ``calls`` lists the
+    queries and destroys in the order they happened."""
+
+    BACKEND = "gated-query"
+
+    def __init__(self, inner: HostBackend) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+        self.querying = threading.Event()
+        self.gate = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # every other call, as the host backend makes it
+
+    def event_query(self, event: Any) -> bool:
+        self.querying.set()
+        self.gate.wait(HANG_S)
+        reached = self.inner.event_query(event)
+        self.calls.append("event_query returned")
+        return reached
+
+    def event_destroy(self, event: Any) -> None:
+        self.calls.append("event_destroy")
+        self.inner.event_destroy(event)
+
+
+def test_close_while_another_thread_queries_waits_for_the_query(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    # A close() while another thread's reached() is inside the backend's query destroys the
+    # event only after the query returned, never under it (close() may wait for the query, or
+    # return and leave the destroy to it).
+    api = GatedQuery(host)
+    fence = EventFence.record(api, host_stream)
+    querier = Waiter(fence.reached)
+    assert api.querying.wait(HANG_S), "the query never started"
+    closer = Waiter(fence.close)
+    assert _blocked_in(closer.thread, "close", or_returned=True)
+    assert api.calls == []  # nothing destroyed while the query runs
+    api.gate.set()
+    querier.result()
+    closer.result()
+    assert api.calls == ["event_query returned", "event_destroy"]
+    assert host.live_handles().events == 0
 
 
 # -- many threads -------------------------------------------------------------------------------
