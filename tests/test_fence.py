@@ -621,6 +621,124 @@ def test_many_threads_wait_on_many_fences(host: HostBackend, host_stream: Stream
     assert host.live_handles() == (0, 1)
 
 
+class Tracked:
+    """The host backend, noting every event call in flight and every destroy; ``violations``
+    lists each destroy made while a call used the event, each call on a destroyed event, and
+    each second destroy. ``entered`` is set by every call on an event."""
+
+    BACKEND = "tracked"
+
+    def __init__(self, inner: HostBackend) -> None:
+        self.inner = inner
+        self.violations: list[str] = []
+        self.destroys = 0
+        self.entered = threading.Event()
+        self._lock = threading.Lock()
+        self._in_flight: dict[int, int] = {}
+        # Destroyed events by id, held so that no later event is given the same id.
+        self._destroyed: dict[int, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # every other call, as the host backend makes it
+
+    def _use(self, call: str, event: Any, fn: Any, *args: Any) -> Any:
+        key = id(event)
+        with self._lock:
+            if key in self._destroyed:
+                self.violations.append(f"{call} on a destroyed event")
+            self._in_flight[key] = self._in_flight.get(key, 0) + 1
+        self.entered.set()
+        try:
+            return fn(*args)
+        finally:
+            with self._lock:
+                self._in_flight[key] -= 1
+
+    def event_query(self, event: Any) -> bool:
+        reached: bool = self._use("event_query", event, self.inner.event_query, event)
+        return reached
+
+    def event_wait(self, event: Any) -> None:
+        self._use("event_wait", event, self.inner.event_wait, event)
+
+    def event_destroy(self, event: Any) -> None:
+        key = id(event)
+        with self._lock:
+            if self._in_flight.get(key):
+                self.violations.append("event_destroy while a call used the event")
+            if key in self._destroyed:
+                self.violations.append("a second event_destroy")
+            self._destroyed[key] = event
+            self.destroys += 1
+        self.inner.event_destroy(event)
+
+
+# The racing waits switch threads every 50 us (the default is 5 ms): often enough to land
+# between any two of a fence's calls, seldom enough to stay quick on a loaded machine.
+SWITCH_S = 50e-6
+
+
+def _race(
+    fence: EventFence[Any, Any],
+    call: Any,
+    start: threading.Barrier,
+    errors: list[BaseException],
+) -> None:
+    # One waiter of the race below: what it raises goes to errors, but the refusal of a call
+    # that found the fence closed.
+    start.wait(HANG_S)
+    try:
+        call()
+    except EventStateError as exc:
+        if not fence.closed:
+            errors.append(exc)
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def test_closes_racing_waits_never_destroy_under_a_call(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    # Four threads wait on each fence (wait(), wait(timeout), reached()) on a held stream, and
+    # the main thread closes it once a wait reached the backend, the interpreter switching
+    # threads often (SWITCH_S): every fence is destroyed once, never while a call is inside
+    # the backend, and a call the close came first for raises EventStateError.
+    api = Tracked(host)
+    fences_n, threads_n = 200, 4
+    errors: list[BaseException] = []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_S)
+    try:
+        for i in range(fences_n):
+            # Held, so that the waits are still inside the backend when the close comes.
+            gate = threading.Event()
+            host.stream_launch_host_func(host_stream, partial(gate.wait, HANG_S))
+            fence = EventFence.record(api, host_stream)
+            api.entered.clear()
+            start = threading.Barrier(threads_n + 1)
+            calls = [fence.wait, fence.reached, partial(fence.wait, HANG_S), fence.wait]
+
+            threads = [
+                threading.Thread(target=_race, args=(fence, calls[(i + k) % 4], start, errors))
+                for k in range(threads_n)
+            ]
+            for thread in threads:
+                thread.start()
+            start.wait(HANG_S)
+            assert api.entered.wait(HANG_S), "no wait reached the backend"
+            fence.close()
+            gate.set()
+            for thread in threads:
+                thread.join(HANG_S)
+                assert not thread.is_alive(), "a wait never returned"
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == []
+    assert api.violations == []
+    assert api.destroys == fences_n
+    assert host.live_handles().events == 0
+
+
 # -- import cost --------------------------------------------------------------------------------
 
 
