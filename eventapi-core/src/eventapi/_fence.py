@@ -4,7 +4,8 @@ A fence is created and recorded in one call, waited on from any number of thread
 device-side dependency of another stream, and closed once. It works over any
 :class:`~eventapi.EventApi`, not only the backends built on :mod:`eventapi.driverkit`, so it keeps
 its own count of calls in flight: a ``close()`` that arrives while another thread waits defers
-the destroy to the last call out, and never pulls the event from under a waiter. A backend with
+the destroy to the last call out, and never pulls the event from under a waiter; the count
+takes no lock (see the comment at ``EventFence._calls``). A backend with
 :class:`~eventapi.SupportsFastPath` creates and records a fence's event in one call.
 """
 
@@ -82,24 +83,33 @@ class EventFence(SingleOwner, Generic[E, S]):
     __slots__ = (
         "__weakref__",
         "_api",
+        "_calls",
         "_closed",
-        "_destroyed",
         "_event",
         "_keep_alive",
-        "_lock",
         "_query",
         "_reached",
-        "_users",
+        "_unclaimed",
     )
 
     _api: EventApi[E, S]
     _event: E
     _keep_alive: tuple[object, ...] | None
     _query: SupportsEventQuery[E] | None
-    _lock: threading.Lock
-    _users: int  # calls in flight; guarded by _lock
+    # The lifetime without a lock (a lock's with block costs more than the rest of a wait, and
+    # would be held across the backend's query). list.append and list.pop are atomic in
+    # CPython (the Python FAQ, "What kinds of global value mutation are thread-safe?"), the
+    # GIL runs each thread's steps in order, and the order of the steps makes every race safe:
+    # a call appends itself to _calls, then reads _closed; close() sets _closed, then reads
+    # _calls. So a close() that finds no call is seen by every later call, which refuses, and
+    # a call that found the fence open is found by close(), which leaves the destroy to it.
+    # Whoever finds the fence closed and no call in flight destroys the event, once: the one
+    # that pops _unclaimed's single item. (The free-threaded build, which eventapi does not
+    # support, would need a lock here: without the GIL the two sides' store and load may pass
+    # each other.) tests/test_fence.py races closes against wait(), wait(timeout) and reached().
+    _calls: list[None]  # one item per call in flight
+    _unclaimed: list[None]  # one item until the destroy is claimed (close, last call, __del__)
     _closed: bool
-    _destroyed: bool  # the destroy was claimed (by close, the last caller out, or __del__)
     _reached: bool  # observed reached; it stays reached, so later waits return at once
 
     def __init__(self) -> None:
@@ -146,10 +156,9 @@ class EventFence(SingleOwner, Generic[E, S]):
         fence._event = event
         fence._query = cast("SupportsEventQuery[E]", api) if capable.event_query else None
         fence._keep_alive = held
-        fence._lock = threading.Lock()
-        fence._users = 0
+        fence._calls = []
+        fence._unclaimed = [None]
         fence._closed = False
-        fence._destroyed = False
         fence._reached = False
         return fence
 
@@ -247,8 +256,7 @@ class EventFence(SingleOwner, Generic[E, S]):
         failure: list[BaseException] = []
         # The helper thread is a call in flight of its own, so close() never destroys the
         # event under it, however this thread leaves.
-        with self._lock:
-            self._users += 1
+        self._calls.append(None)
         try:
             _thread.start_new_thread(self._wait_for_main, (event, done, failure))
         except BaseException:
@@ -330,15 +338,11 @@ class EventFence(SingleOwner, Generic[E, S]):
         A wait in progress on another thread finishes normally, and the event is destroyed when
         the last such call returns. A destroy failure is logged on the ``eventapi`` logger.
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._keep_alive = None
-            now = self._users == 0 and not self._destroyed
-            if now:
-                self._destroyed = True
-        if now:
+        if self._closed:
+            return
+        self._closed = True
+        self._keep_alive = None
+        if not self._calls and self._claim_destroy():
             _destroy_logged(self._api, self._event, "on close")
 
     def __enter__(self) -> EventFence[E, S]:
@@ -356,12 +360,12 @@ class EventFence(SingleOwner, Generic[E, S]):
         # Safety net for a fence dropped unclosed. Nothing is in flight (a call in flight holds
         # the fence), and at interpreter shutdown the driver may be gone: leave it to the OS.
         try:
-            destroyed = self._destroyed
+            unclaimed = self._unclaimed
         except AttributeError:  # the refused public constructor: nothing was created
             return
-        if destroyed or sys.is_finalizing():
+        if not unclaimed or sys.is_finalizing():
             return
-        self._destroyed = True
+        unclaimed.pop()
         _destroy_logged(self._api, self._event, "when the unclosed fence was garbage collected")
 
     def __repr__(self) -> str:
@@ -381,33 +385,39 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     def _query_reached(self, query: SupportsEventQuery[E], call: str) -> bool:
         # One query (the fence's backend, which has event_query), marking the fence reached
-        # when it is. The lock is held across the query instead of counting the call in and
-        # out: a query never blocks, and a close() from another thread meanwhile waits for it.
-        with self._lock:
-            if self._closed:
-                self._refuse_closed(call)
-            done = query.event_query(self._event)
+        # when it is.
+        event = self._enter(call)
+        try:
+            done = query.event_query(event)
+        finally:
+            self._leave()
         if done:
             self._mark_reached()
         return done
 
     def _enter(self, call: str) -> E:
-        with self._lock:
-            if self._closed:
-                self._refuse_closed(call)
-            self._users += 1
+        # In flight first, then the check (see _calls).
+        self._calls.append(None)
+        if self._closed:
+            self._leave()
+            self._refuse_closed(call)
         return self._event
 
     def _leave(self) -> None:
-        with self._lock:
-            self._users -= 1
-            last = self._closed and self._users == 0 and not self._destroyed
-            if last:
-                self._destroyed = True
-        if last:
+        calls = self._calls
+        calls.pop()
+        if self._closed and not calls and self._claim_destroy():
             # close() was called while this call was in flight and has returned already; this
             # thread destroys, and a failure belongs to nobody's call, so it is logged.
             _destroy_logged(self._api, self._event, "after the last wait on the closed fence")
+
+    def _claim_destroy(self) -> bool:
+        # True for the one caller that takes the destroy (see _calls).
+        try:
+            self._unclaimed.pop()
+        except IndexError:
+            return False
+        return True
 
     def _wait_then_leave(self, event: E) -> None:
         try:
