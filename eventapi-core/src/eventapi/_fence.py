@@ -96,17 +96,17 @@ class EventFence(SingleOwner, Generic[E, S]):
     _event: E
     _keep_alive: tuple[object, ...] | None
     _query: SupportsEventQuery[E] | None
-    # The lifetime without a lock (a lock's with block costs more than the rest of a wait, and
-    # would be held across the backend's query). list.append and list.pop are atomic in
-    # CPython (the Python FAQ, "What kinds of global value mutation are thread-safe?"), the
-    # GIL runs each thread's steps in order, and the order of the steps makes every race safe:
-    # a call appends itself to _calls, then reads _closed; close() sets _closed, then reads
-    # _calls. So a close() that finds no call is seen by every later call, which refuses, and
-    # a call that found the fence open is found by close(), which leaves the destroy to it.
-    # Whoever finds the fence closed and no call in flight destroys the event, once: the one
-    # that pops _unclaimed's single item. (The free-threaded build, which eventapi does not
-    # support, would need a lock here: without the GIL the two sides' store and load may pass
-    # each other.) tests/test_fence.py races closes against wait(), wait(timeout) and reached().
+    # The lifetime without a lock: two with blocks on one, to count a call in and out, cost
+    # more than the rest of a wait. list.append and list.pop are atomic in CPython (the Python
+    # FAQ, "What kinds of global value mutation are thread-safe?"), the GIL runs each thread's
+    # steps in order, and the order of the steps makes every race safe: a call appends itself
+    # to _calls, then reads _closed; close() sets _closed, then reads _calls. So a close() that
+    # finds no call is seen by every later call, which refuses, and a call that found the
+    # fence open is found by close(), which leaves the destroy to the last call out. Whoever
+    # finds the fence closed and no call in flight destroys the event, once: the one that pops
+    # _unclaimed's single item. (The free-threaded build, which eventapi does not support,
+    # would need a lock here: without the GIL the two sides' store and load may pass each
+    # other.) tests/test_fence.py races closes against wait(), wait(timeout) and reached().
     _calls: list[None]  # one item per call in flight
     _unclaimed: list[None]  # one item until the destroy is claimed (close, last call, __del__)
     _closed: bool
@@ -215,13 +215,12 @@ class EventFence(SingleOwner, Generic[E, S]):
             self._require_query("wait(timeout=...)")
         if self._reached:
             return  # a fence is recorded once: reached stays reached
-        query = self._query
-        if timeout is None and query is not None and self._query_reached(query, "wait"):
-            return  # reached already: the common case, with no clock read and no spin
         event = self._enter("wait")
         try:
             if timeout is not None:
                 self._poll(event, timeout)
+            elif self._query is not None and self._query.event_query(event):
+                pass  # reached already: the common case, with no clock read and no spin
             elif not self._spin(event):
                 # By ident: current_thread() would register a dummy for a foreign thread.
                 if threading.get_ident() == threading.main_thread().ident:
@@ -275,7 +274,16 @@ class EventFence(SingleOwner, Generic[E, S]):
         if self._closed:
             self._refuse_closed("reached")
         query = self._require_query("reached()")
-        return self._reached or self._query_reached(query, "reached")
+        if self._reached:
+            return True
+        event = self._enter("reached")
+        try:
+            done = query.event_query(event)
+            if done:
+                self._mark_reached()
+            return done
+        finally:
+            self._leave()
 
     def wait_on(self, stream: S) -> None:
         """Make ``stream`` wait on the device until the fence is reached; the host does not block.
@@ -383,18 +391,6 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _query_reached(self, query: SupportsEventQuery[E], call: str) -> bool:
-        # One query (the fence's backend, which has event_query), marking the fence reached
-        # when it is.
-        event = self._enter(call)
-        try:
-            done = query.event_query(event)
-        finally:
-            self._leave()
-        if done:
-            self._mark_reached()
-        return done
-
     def _enter(self, call: str) -> E:
         # In flight first, then the check (see _calls).
         self._calls.append(None)
@@ -407,9 +403,10 @@ class EventFence(SingleOwner, Generic[E, S]):
         calls = self._calls
         calls.pop()
         if self._closed and not calls and self._claim_destroy():
-            # close() was called while this call was in flight and has returned already; this
-            # thread destroys, and a failure belongs to nobody's call, so it is logged.
-            _destroy_logged(self._api, self._event, "after the last wait on the closed fence")
+            # close() found this call (or another one since gone) in flight and left the
+            # destroy to the last call out, this one; a failure belongs to nobody's call, so
+            # it is logged.
+            _destroy_logged(self._api, self._event, "after the last call on the closed fence")
 
     def _claim_destroy(self) -> bool:
         # True for the one caller that takes the destroy (see _calls).
