@@ -7,6 +7,7 @@ with events and joins, never with sleeps.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import functools
 import gc
@@ -267,6 +268,37 @@ def test_wait_async_without_event_query_uses_the_executor(
         released = asyncio.run(_await_while_the_loop_releases(fence, gate))
         assert host.stamp_ns(fence.event) >= released
         assert "event_wait returned" in plain.calls
+
+
+async def _cancel_a_queued_wait_async(fence: EventFence[Any, Any]) -> None:
+    # The default executor's one worker is busy, so wait_async's job waits in the queue while
+    # the coroutine is cancelled; the worker is freed once the fence was closed.
+    loop = asyncio.get_running_loop()
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(executor)
+    busy = threading.Event()
+    occupied = loop.run_in_executor(None, busy.wait, HANG_S)
+    waiting = asyncio.create_task(fence.wait_async())
+    await asyncio.sleep(0)  # the task runs up to its await of the queued job
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    fence.close()
+    busy.set()
+    await occupied
+    executor.shutdown(wait=True)  # the queued job, if it still runs, has run
+
+
+def test_a_cancelled_wait_async_still_leaves_the_fence_when_its_job_was_queued(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    # Cancelling the await must not cancel the executor's job: the job is the wait's way out
+    # of the fence, and without it the closed fence's event would stay until garbage collection.
+    plain = ProtocolOnly(host)
+    fence = EventFence.record(plain, host_stream)
+    asyncio.run(_cancel_a_queued_wait_async(fence))
+    assert "event_destroy" in plain.calls
+    assert host.live_handles().events == 0
 
 
 # -- keep_alive ---------------------------------------------------------------------------------
@@ -540,10 +572,12 @@ def test_close_while_another_thread_queries_leaves_the_destroy_to_the_query(
     api = GatedQuery(host)
     fence = EventFence.record(api, host_stream)
     querier = Waiter(fence.reached)
-    assert api.querying.wait(HANG_S), "the query never started"
-    fence.close()
-    assert api.calls == []  # nothing destroyed while the query runs
-    api.gate.set()
+    try:
+        assert api.querying.wait(HANG_S), "the query never started"
+        fence.close()
+        assert api.calls == []  # nothing destroyed while the query runs
+    finally:
+        api.gate.set()
     querier.result()
     assert api.calls == ["event_query returned", "event_destroy"]
     assert host.live_handles().events == 0
@@ -558,10 +592,13 @@ def test_a_wait_whose_first_query_a_close_overtakes_finishes_normally(
     api = GatedQuery(host)
     fence = EventFence.record(api, host_stream)
     waiter = Waiter(fence.wait)
-    assert api.querying.wait(HANG_S), "the query never started"
-    fence.close()
-    api.gate.set()  # the query answers: not reached, the stream is held
+    try:
+        assert api.querying.wait(HANG_S), "the query never started"
+        fence.close()
+    finally:
+        api.gate.set()  # the query answers: not reached, the stream is held
     release_and_join(held, [waiter])  # the wait finished normally
+    assert api.calls.count("event_destroy") == 1
     assert api.calls[-1] == "event_destroy"
     assert host.live_handles().events == 0
 
@@ -738,7 +775,9 @@ def test_closes_racing_waits_never_destroy_under_a_call(
                 calls = [fence.wait, fence.reached, partial(fence.wait, HANG_S), fence.wait]
                 threads = [
                     threading.Thread(
-                        target=_race, args=(api, fence, calls[(i + k) % 4], start, errors)
+                        target=_race,
+                        args=(api, fence, calls[(i + k) % 4], start, errors),
+                        daemon=True,
                     )
                     for k in range(threads_n)
                 ]

@@ -106,7 +106,9 @@ class EventFence(SingleOwner, Generic[E, S]):
     # finds the fence closed and no call in flight destroys the event, once: the one that pops
     # _unclaimed's single item. (The free-threaded build, which eventapi does not support,
     # would need a lock here: without the GIL the two sides' store and load may pass each
-    # other.) tests/test_fence.py races closes against wait(), wait(timeout) and reached().
+    # other.) An interrupt between two steps can leave a call counted for good, as one between
+    # a locked count and its try did before; the safety net (__del__) then destroys the event.
+    # tests/test_fence.py races closes against wait(), wait(timeout) and reached().
     _calls: list[None]  # one item per call in flight
     _unclaimed: list[None]  # one item until the destroy is claimed (close, last call, __del__)
     _closed: bool
@@ -305,8 +307,8 @@ class EventFence(SingleOwner, Generic[E, S]):
         backing off to 1 ms; the loop's own timer resolution, about 1 ms, bounds it in
         practice), so no thread is tied up however many fences are awaited. Without it,
         ``event_wait`` runs in the loop's default executor; a cancelled ``wait_async`` then
-        leaves that thread waiting until the fence is reached (the fence stays valid for it
-        until then, even if closed). Raises as :meth:`wait` does.
+        leaves that job to run and wait until the fence is reached (the fence stays valid for
+        it until then, even if closed). Raises as :meth:`wait` does.
         """
         # Imported here: asyncio (with ssl, socket and subprocess behind it) would more than
         # double what `import eventapi` costs, for the one method that needs it.
@@ -324,9 +326,10 @@ class EventFence(SingleOwner, Generic[E, S]):
             except BaseException:
                 self._leave()
                 raise
-            # The executor thread leaves the fence when event_wait returns, so a cancelled
-            # await does not let close() destroy the event under that thread.
-            await future
+            # The executor's job leaves the fence when event_wait returns, so a cancelled await
+            # does not let close() destroy the event under that thread. Shielded: cancelling
+            # the await must not cancel a job still queued, the wait's only way out.
+            await asyncio.shield(future)
             return
         try:
             query = self._query
@@ -403,9 +406,9 @@ class EventFence(SingleOwner, Generic[E, S]):
         calls = self._calls
         calls.pop()
         if self._closed and not calls and self._claim_destroy():
-            # close() found this call (or another one since gone) in flight and left the
-            # destroy to the last call out, this one; a failure belongs to nobody's call, so
-            # it is logged.
+            # Closed, and no call left in flight: whoever pops _unclaimed first (close, the
+            # last call out or a refused one) destroys, here this call; a failure belongs to
+            # nobody's call, so it is logged.
             _destroy_logged(self._api, self._event, "after the last call on the closed fence")
 
     def _claim_destroy(self) -> bool:
