@@ -539,7 +539,8 @@ def test_close_while_a_host_waiter_blocks(
 
 class GatedQuery:
     """The host backend, whose ``event_query`` waits at ``gate`` first; ``calls`` lists the
-    queries and destroys in the order they happened."""
+    queries and destroys in the order they happened, and ``answered`` is set once a query
+    returned."""
 
     BACKEND = "gated-query"
 
@@ -548,6 +549,7 @@ class GatedQuery:
         self.calls: list[str] = []
         self.querying = threading.Event()
         self.gate = threading.Event()
+        self.answered = threading.Event()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)  # every other call, as the host backend makes it
@@ -557,6 +559,7 @@ class GatedQuery:
         self.gate.wait(HANG_S)
         reached = self.inner.event_query(event)
         self.calls.append("event_query returned")
+        self.answered.set()
         return reached
 
     def event_destroy(self, event: Any) -> None:
@@ -596,7 +599,9 @@ def test_a_wait_whose_first_query_a_close_overtakes_finishes_normally(
         assert api.querying.wait(HANG_S), "the query never started"
         fence.close()
     finally:
-        api.gate.set()  # the query answers: not reached, the stream is held
+        api.gate.set()
+    # The query answers before the stream is released: not reached, so the wait goes on.
+    assert api.answered.wait(HANG_S), "the query never returned"
     release_and_join(held, [waiter])  # the wait finished normally
     assert api.calls.count("event_destroy") == 1
     assert api.calls[-1] == "event_destroy"
