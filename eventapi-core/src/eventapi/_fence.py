@@ -448,8 +448,9 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     def _refuse_closed(self, call: str) -> NoReturn:
         raise EventStateError(
-            f"{self._api.BACKEND}: EventFence.{call} refused: the fence is closed and its event "
-            "destroyed; record a new fence with EventFence.record(api, stream)"
+            f"{self._api.BACKEND}: EventFence.{call} refused: the fence is closed (its event is "
+            "destroyed, or will be once the calls still waiting on it return); record a new "
+            "fence with EventFence.record(api, stream)"
         )
 
     def _require_query(self, call: str) -> SupportsEventQuery[E]:
