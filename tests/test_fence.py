@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -567,6 +567,21 @@ class GatedQuery:
         self.inner.event_destroy(event)
 
 
+def _close_during_its_query(
+    api: GatedQuery, fence: EventFence[Any, Any], call: Callable[[], object]
+) -> Waiter:
+    """Run ``call`` (a wait of ``fence``) on a thread and close the fence while the call's first
+    query is held at the gate, checking nothing was destroyed; then open the gate."""
+    waiter = Waiter(call)
+    try:
+        assert api.querying.wait(HANG_S), "the query never started"
+        fence.close()  # returns at once
+        assert api.calls == []  # nothing destroyed while the query runs
+    finally:
+        api.gate.set()
+    return waiter
+
+
 def test_close_while_another_thread_queries_leaves_the_destroy_to_the_query(
     host: HostBackend, host_stream: Stream[Any]
 ) -> None:
@@ -574,14 +589,7 @@ def test_close_while_another_thread_queries_leaves_the_destroy_to_the_query(
     # and the event is destroyed after the query returned, never under it.
     api = GatedQuery(host)
     fence = EventFence.record(api, host_stream)
-    querier = Waiter(fence.reached)
-    try:
-        assert api.querying.wait(HANG_S), "the query never started"
-        fence.close()
-        assert api.calls == []  # nothing destroyed while the query runs
-    finally:
-        api.gate.set()
-    querier.result()
+    _close_during_its_query(api, fence, fence.reached).result()
     assert api.calls == ["event_query returned", "event_destroy"]
     assert host.live_handles().events == 0
 
@@ -594,12 +602,7 @@ def test_a_wait_whose_first_query_a_close_overtakes_finishes_normally(
     held = hold(host_stream)
     api = GatedQuery(host)
     fence = EventFence.record(api, host_stream)
-    waiter = Waiter(fence.wait)
-    try:
-        assert api.querying.wait(HANG_S), "the query never started"
-        fence.close()
-    finally:
-        api.gate.set()
+    waiter = _close_during_its_query(api, fence, fence.wait)
     # The query answers before the stream is released: not reached, so the wait goes on.
     assert api.answered.wait(HANG_S), "the query never returned"
     release_and_join(held, [waiter])  # the wait finished normally
