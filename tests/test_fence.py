@@ -6,6 +6,7 @@ with events and joins, never with sleeps.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import concurrent.futures
 import copy
@@ -21,6 +22,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from functools import partial
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -37,6 +39,7 @@ from eventapi import (
     SupportsCaptureCheck,
     SupportsEventQuery,
     UnsupportedError,
+    _fence,
 )
 from eventapi.driverkit import Stream
 from eventapi.host import HostBackend
@@ -298,6 +301,133 @@ def test_a_cancelled_wait_async_still_leaves_the_fence_when_its_job_was_queued(
     fence = EventFence.record(plain, host_stream)
     asyncio.run(_cancel_a_queued_wait_async(fence))
     assert "event_destroy" in plain.calls
+    assert host.live_handles().events == 0
+
+
+# -- an interrupt as a wait hands its count to a thread ------------------------------------------
+#
+# An untimed wait on the main thread waits in a helper thread, and wait_async without
+# event_query in an executor job; each takes the wait's place in the fence's count. A Ctrl-C can
+# land as the call that starts it returns, when the helper may or may not run already. These
+# tests stand in for that interrupt: the start succeeds, then KeyboardInterrupt is raised.
+
+
+def _interrupting_start(
+    before: Callable[[], None], finished: threading.Event, *, held: threading.Event | None = None
+) -> SimpleNamespace:
+    """A stand-in for ``_thread`` in eventapi._fence: start_new_thread starts the real thread
+    (held at ``held`` until it is set, when given), runs ``before``, then raises
+    KeyboardInterrupt. ``finished`` is set when the thread's function returned."""
+
+    def start_new_thread(fn: Callable[..., None], args: tuple[Any, ...]) -> int:
+        def run() -> None:
+            if held is not None:
+                held.wait(HANG_S)
+            try:
+                fn(*args)
+            finally:
+                finished.set()
+
+        _thread.start_new_thread(run, ())
+        before()
+        raise KeyboardInterrupt
+
+    return SimpleNamespace(allocate_lock=_thread.allocate_lock, start_new_thread=start_new_thread)
+
+
+def test_an_interrupt_as_the_waiting_thread_starts_leaves_it_counted(
+    host: HostBackend,
+    host_stream: Stream[Any],
+    hold: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert threading.current_thread() is threading.main_thread()  # the helper thread's path
+    plain = ProtocolOnly(host)
+    gate = hold(host_stream)
+    fence = EventFence.record(plain, host_stream)
+    finished = threading.Event()
+
+    def in_event_wait() -> None:
+        assert plain.waiting.wait(HANG_S), "the helper never reached event_wait"
+
+    monkeypatch.setattr(_fence, "_thread", _interrupting_start(in_event_wait, finished))
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with pytest.raises(KeyboardInterrupt):
+        fence.wait()
+    fence.close()
+    assert "event_destroy" not in plain.calls  # the helper still waits on the event
+    gate.set()
+    assert finished.wait(HANG_S)
+    assert plain.calls[-2:] == ["event_wait returned", "event_destroy"]
+    assert unraisable == []  # the helper left the fence once, as it entered
+    assert host.live_handles().events == 0
+
+
+def test_an_interrupt_before_the_waiting_thread_runs_takes_its_count_back(
+    host: HostBackend,
+    host_stream: Stream[Any],
+    hold: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    plain = ProtocolOnly(host)
+    hold(host_stream)
+    fence = EventFence.record(plain, host_stream)
+    held, finished = threading.Event(), threading.Event()
+    monkeypatch.setattr(_fence, "_thread", _interrupting_start(lambda: None, finished, held=held))
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with pytest.raises(KeyboardInterrupt):
+        fence.wait()
+    fence.close()
+    assert plain.calls[-1] == "event_destroy"  # no call in flight: destroyed at once
+    held.set()
+    assert finished.wait(HANG_S)
+    assert "event_wait" not in plain.calls  # the helper never used the destroyed event
+    assert unraisable == []
+    assert host.live_handles().events == 0
+
+
+async def _fail_after_the_job_started(
+    fence: EventFence[Any, Any], plain: ProtocolOnly, gate: threading.Event, monkeypatch: Any
+) -> tuple[bool, BaseException | None]:
+    # wait_async submits its executor job, then fails before it awaits it, as an interrupt
+    # landing as run_in_executor returns would make it.
+    loop = asyncio.get_running_loop()
+    submit = loop.run_in_executor
+    jobs: list[asyncio.Future[Any]] = []
+
+    def submit_then_fail(executor: Any, fn: Callable[..., Any], *args: Any) -> Any:
+        jobs.append(submit(executor, fn, *args))
+        assert plain.waiting.wait(HANG_S), "the job never reached event_wait"
+        raise RuntimeError("stands in for an interrupt")
+
+    monkeypatch.setattr(loop, "run_in_executor", submit_then_fail)
+    with pytest.raises(RuntimeError, match="stands in"):
+        await fence.wait_async()
+    fence.close()
+    destroyed_under_the_job = "event_destroy" in plain.calls
+    gate.set()
+    await asyncio.wait_for(jobs[0], HANG_S)
+    return destroyed_under_the_job, jobs[0].exception()
+
+
+def test_a_wait_async_that_fails_after_queueing_its_job_leaves_the_count_with_the_job(
+    host: HostBackend,
+    host_stream: Stream[Any],
+    hold: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain = ProtocolOnly(host)
+    gate = hold(host_stream)
+    fence = EventFence.record(plain, host_stream)
+    destroyed_under_the_job, failure = asyncio.run(
+        _fail_after_the_job_started(fence, plain, gate, monkeypatch)
+    )
+    assert not destroyed_under_the_job
+    assert failure is None  # the job left the fence once, as the wait entered it
+    assert plain.calls[-2:] == ["event_wait returned", "event_destroy"]
     assert host.live_handles().events == 0
 
 

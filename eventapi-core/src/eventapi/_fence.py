@@ -256,12 +256,16 @@ class EventFence(SingleOwner, Generic[E, S]):
         done.acquire()
         failure: list[BaseException] = []
         # The helper thread is a call in flight of its own, so close() never destroys the
-        # event under it, however this thread leaves.
+        # event under it, however this thread leaves. The count is made here and handed over:
+        # an interrupt can land as start_new_thread returns, when the thread may or may not
+        # run already, and whichever side pops the handoff owns the count (see _take).
+        handoff: list[None] = [None]
         self._calls.append(None)
         try:
-            _thread.start_new_thread(self._wait_for_main, (event, done, failure))
+            _thread.start_new_thread(self._wait_for_main, (event, done, failure, handoff))
         except BaseException:
-            self._leave()
+            if _take(handoff):
+                self._leave()
             raise
         done.acquire()  # interruptible; the helper releases it after it left the fence
         if failure:
@@ -320,11 +324,13 @@ class EventFence(SingleOwner, Generic[E, S]):
             return
         event = self._enter("wait_async")
         if self._query is None:
+            handoff: list[None] = [None]  # the count goes to the job, as in _block_interruptibly
             try:
                 loop = asyncio.get_running_loop()
-                future = loop.run_in_executor(None, self._wait_then_leave, event)
+                future = loop.run_in_executor(None, self._wait_then_leave, event, handoff)
             except BaseException:
-                self._leave()
+                if _take(handoff):
+                    self._leave()
                 raise
             # The executor's job leaves the fence when event_wait returns, so a cancelled await
             # does not let close() destroy the event under that thread. Shielded: cancelling
@@ -413,13 +419,11 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     def _claim_destroy(self) -> bool:
         # True for the one caller that takes the destroy (see _calls).
-        try:
-            self._unclaimed.pop()
-        except IndexError:
-            return False
-        return True
+        return _take(self._unclaimed)
 
-    def _wait_then_leave(self, event: E) -> None:
+    def _wait_then_leave(self, event: E, handoff: list[None]) -> None:
+        if not _take(handoff):
+            return  # the coroutine was interrupted before its job ran, and left the fence
         try:
             self._api.event_wait(event)
             self._mark_reached()
@@ -427,8 +431,17 @@ class EventFence(SingleOwner, Generic[E, S]):
             self._leave()
 
     def _wait_for_main(
-        self, event: E, done: _thread.LockType, failure: list[BaseException]
+        self,
+        event: E,
+        done: _thread.LockType,
+        failure: list[BaseException],
+        handoff: list[None],
     ) -> None:
+        if not _take(handoff):
+            # The main thread was interrupted as it started this thread and took its count
+            # back: the event may be destroyed already, and nobody waits for this thread.
+            done.release()
+            return
         try:
             self._api.event_wait(event)
             self._mark_reached()
@@ -484,6 +497,20 @@ class EventFence(SingleOwner, Generic[E, S]):
             if query.event_query(event):
                 return
             delay = min(delay * 2, _POLL_MAX_S)
+
+
+def _take(one: list[None]) -> bool:
+    """Pop ``one``'s single item: True for the one caller that gets it, however many race.
+
+    ``list.pop`` is atomic under the GIL (see ``EventFence._calls``), so of the callers that
+    race for a claim (a fence's destroy, a wait's count handed to a helper thread) exactly one
+    wins it, even when an interrupt lands between the steps around the pop.
+    """
+    try:
+        one.pop()
+    except IndexError:
+        return False
+    return True
 
 
 def _record_new(api: EventApi[E, S], stream: S, capture_check: bool) -> E:
