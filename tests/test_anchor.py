@@ -20,7 +20,7 @@ from emulated_driver import DriverName, load
 
 import eventapi
 from eventapi import Anchor, EventProfiler, EventStateError
-from eventapi._profiling._anchor import sample_anchor
+from eventapi._profiling._anchor import Earlier, Placement, _reading_error, sample_anchor
 from eventapi.host import HostBackend
 
 # Bounds a broken build's hang; never decides whether a working one passes.
@@ -249,3 +249,46 @@ def test_a_sample_needs_events(api: HostBackend) -> None:
             sample_anchor(api, stream, [])
     finally:
         api.stream_destroy(stream)
+
+
+# -- the bound against every truth the anchors allow ----------------------------------------------
+#
+# Placement alone, with no backend: two anchors (this one, A, and the previous one, P), the
+# device time D read between them, and windows at device distances before A. The truths the
+# anchors allow are the extremes of each one's interval (A's true host time within u_A of its
+# host_ns, P's within u_P, D within its reading error), with the clocks' true rate whatever those
+# make it; a window's true start is then A's true time minus its distance at that rate. The
+# placement must lie within its stated bound of each of them, on both paths: back from A (a
+# window before P) and between the two.
+
+
+@pytest.mark.parametrize("u_a", [10, 10_000])
+@pytest.mark.parametrize("u_p", [10, 10_000])
+@pytest.mark.parametrize("host_over_device", [0.6, 1.0, 2.0])
+@pytest.mark.parametrize("interval_ns", [20_000, 300_000, 1_000_000_000])
+def test_a_placement_lies_within_its_bound_of_every_truth_the_anchors_allow(
+    u_a: int, u_p: int, host_over_device: float, interval_ns: int
+) -> None:
+    host_a = 10**15
+    host_interval = round(interval_ns * host_over_device)
+    if host_interval <= u_a + u_p:
+        pytest.skip("anchors whose brackets overlap order nothing")
+    anchor = Anchor(host_ns=host_a, uncertainty_ns=u_a)
+    previous = Anchor(host_ns=host_a - host_interval, uncertainty_ns=u_p)
+    reading = _reading_error(interval_ns)
+    placement = Placement(anchor, (Earlier(previous, interval_ns, reading),))
+    befores = [0, interval_ns // 3, interval_ns // 2, interval_ns, 2 * interval_ns]
+    befores.append(50 * interval_ns)
+    placed = placement.spans(befores, [0] * len(befores))
+    for (start_ns, _, bound_ns), before_ns in zip(placed, befores, strict=True):
+        for off_a in (-u_a, u_a):
+            for off_p in (-u_p, u_p):
+                for device_off in (-reading, reading):
+                    true_a = host_a - off_a
+                    true_interval = host_interval - off_a + off_p
+                    to_host = true_interval / (interval_ns + device_off)
+                    true_start = true_a - before_ns * to_host
+                    assert abs(start_ns - true_start) <= bound_ns, (
+                        f"{before_ns} ns before the anchor: placed {start_ns - true_start:+.0f} ns "
+                        f"from a truth the anchors allow, bound {bound_ns} ns"
+                    )

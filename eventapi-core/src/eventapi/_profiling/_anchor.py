@@ -209,13 +209,23 @@ class Placement:
     )
 
     def __init__(self, anchor: Anchor, earlier: tuple[Earlier, ...] = ()) -> None:
-        usable = [e for e in earlier if e.device_ns > 0 and anchor.host_ns > e.anchor.host_ns]
+        usable = [
+            e for e in earlier if e.device_ns > e.error_ns and anchor.host_ns > e.anchor.host_ns
+        ]
         rate = 1.0  # device ns per host ns
-        rate_error = ASSUMED_DRIFT
+        rate_error = ASSUMED_DRIFT  # host ns per device ns of distance
         for e in usable:
             host_ns = anchor.host_ns - e.anchor.host_ns
-            # Both anchors' errors and the readings between them, spread over the baseline.
-            error = (anchor.uncertainty_ns + e.anchor.uncertainty_ns + e.error_ns) / host_ns
+            # The rate is read as host_ns / device_ns host ns per device ns; the true one lies
+            # anywhere the two anchors' errors (u, host) and the reading's (r, device) allow:
+            # (host_ns +- u) / (device_ns -+ r). Its farthest from the one read is
+            # (u * device_ns + host_ns * r) / (device_ns * (device_ns - r)): per device ns of
+            # a window's distance back from this anchor, so over the device time, not the
+            # host's (which the anchors' own errors widen).
+            u = anchor.uncertainty_ns + e.anchor.uncertainty_ns
+            error = (u * e.device_ns + host_ns * e.error_ns) / (
+                e.device_ns * (e.device_ns - e.error_ns)
+            )
             error += RATE_WANDER
             # Once measured, a rate replaces the assumption even where its bound is wider:
             # the assumption is a guess, the measurement a bound.
@@ -225,18 +235,27 @@ class Placement:
         self._uncertainty = anchor.uncertainty_ns
         self._to_host = 1.0 / rate
         self._base = anchor.uncertainty_ns + TIMER_RESOLUTION_NS  # every reading's share
-        self._back_slope = READOUT_ERROR + rate_error  # the bound's growth per ns of distance
+        # The bound's growth per device ns of distance: the distance's own reading error, at
+        # the rate it is placed with, and the rate's.
+        self._back_slope = READOUT_ERROR * self._to_host + rate_error
         previous = usable[-1] if usable else None
         self._between = previous is not None
         if previous is not None:
-            self._interval = previous.device_ns
-            self._between_to_host = (anchor.host_ns - previous.anchor.host_ns) / previous.device_ns
+            device_ns, reading_ns = previous.device_ns, previous.error_ns
+            host_ns = anchor.host_ns - previous.anchor.host_ns
+            self._interval = device_ns
+            self._between_to_host = host_ns / device_ns
             # The previous anchor's own error and its interval's reading, at full weight there;
-            # the anchors' weighted error changes linearly from this anchor's to it.
-            previous_base = previous.anchor.uncertainty_ns + previous.error_ns
+            # the anchors' weighted error changes linearly from this anchor's to it. A reading
+            # r off the device interval moves a placement t of the way back by t times the
+            # true host interval (at most host_ns + u) times r / (device_ns - r).
+            u = anchor.uncertainty_ns + previous.anchor.uncertainty_ns
+            previous_base = previous.anchor.uncertainty_ns + reading_ns * (host_ns + u) / (
+                device_ns - reading_ns
+            )
             self._between_slope = (
                 previous_base - anchor.uncertainty_ns
-            ) / previous.device_ns + READOUT_ERROR
+            ) / device_ns + READOUT_ERROR * self._between_to_host
         else:
             self._interval = 0
             self._between_to_host = 0.0
