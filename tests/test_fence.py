@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from protocol_only import ProtocolOnly
-from threads import Waiter, release_and_join
+from threads import Waiter, blocked_in, release_and_join
 
 from eventapi import (
     CaptureError,
@@ -640,26 +640,13 @@ def test_close_while_another_thread_waits_defers_the_destroy(
     assert host.live_handles().events == 0
 
 
-def _blocked_in(thread: threading.Thread, function: str) -> bool:
-    """True once ``thread`` is inside a function named ``function`` (polled, with a deadline)."""
-    deadline = time.monotonic() + HANG_S
-    while time.monotonic() < deadline:
-        frame = sys._current_frames().get(thread.ident or 0)
-        while frame is not None:
-            if frame.f_code.co_name == function:
-                return True
-            frame = frame.f_back
-        time.sleep(0.001)
-    return False
-
-
 def test_close_while_a_host_waiter_blocks(
     host: HostBackend, host_stream: Stream[Any], hold: Any
 ) -> None:
     gate = hold(host_stream)
     fence = EventFence.record(host, host_stream)
     waiter = Waiter(fence.wait)
-    assert _blocked_in(waiter.thread, "event_wait")
+    assert blocked_in(waiter.thread, "event_wait")
     fence.close()
     assert host.live_handles().events == 1  # not destroyed under the waiter
     released, (returned,) = release_and_join(gate, [waiter])  # the wait finished normally ...

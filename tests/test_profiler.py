@@ -226,6 +226,29 @@ def test_windows_opened_during_a_capture_are_skipped(
     assert [s.name for s in prof.collect()] == ["after"]
 
 
+def test_an_exception_in_a_skipped_window_abandons_the_windows_opened_inside_it(
+    api: HostBackend, prof: EventProfiler[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The capture ends inside the skipped window, so the window opened after it is recorded;
+    # the exception skips its stop, as it would inside a window that was not skipped.
+    captured = prof.window("captured")
+
+    def fails_inside_the_skipped_window() -> None:
+        with captured:
+            api.end_capture(prof.stream)
+            prof.start("forgotten")
+            raise KeyError("boom")
+
+    api.begin_capture(prof.stream)
+    with pytest.raises(KeyError):
+        fails_inside_the_skipped_window()
+    assert captured.skipped
+    assert "'forgotten'" in caplog.text
+    with prof.window("after") as after:
+        assert after.depth == 0
+    assert [s.name for s in prof.collect()] == ["after"]
+
+
 def test_a_capture_begun_inside_a_window_skips_it_as_it_stops(
     api: HostBackend, prof: EventProfiler[Any, Any]
 ) -> None:
@@ -341,6 +364,36 @@ def test_a_failed_readout_keeps_windows_for_the_next_collect(
     assert info.value.call == method
     assert [s.name for s in prof.collect()] == ["a", "b"]
     assert prof.summary()["a"].count == 1  # counted once, by the collect that succeeded
+
+
+class FailingAdopt:
+    """The host backend, whose ``adopt_stream`` fails once ``fail`` is set (once)."""
+
+    def __init__(self, inner: HostBackend) -> None:
+        self._inner = inner
+        self.fail = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def adopt_stream(self, stream: Any) -> Any:
+        if self.fail:
+            self.fail = False
+            raise DriverError("host", "adopt_stream", 1, "REFUSED", "refused for the test")
+        return self._inner.adopt_stream(stream)
+
+
+def test_a_failed_adopt_of_the_anchor_stream_is_tried_again_by_the_next_collect(
+    api: HostBackend,
+) -> None:
+    backend = FailingAdopt(api)
+    with EventProfiler(backend) as prof:
+        with prof.window("first"):
+            pass
+        backend.fail = True  # the anchor's stream, created by this first collect
+        with pytest.raises(DriverError, match="adopt_stream failed"):
+            prof.collect()
+        assert [s.name for s in prof.collect()] == ["first"]
 
 
 def test_a_failed_destroy_on_close_is_logged(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from threads import JOIN_S, Waiter
+from threads import JOIN_S, Waiter, blocked_in
 
 from eventapi import EventProfiler, EventStateError
 from eventapi.host import HostBackend
@@ -124,6 +124,34 @@ def test_a_second_thread_is_refused_while_one_is_inside_and_nothing_is_lost(
             assert names[:2] == ["before", "held"]
             assert set(names[2:]) <= {"racing"}
             assert sum(stats.count for stats in prof.summary().values()) == len(names)
+    finally:
+        api.stream_destroy(stream)
+
+
+def test_a_window_exit_refused_while_another_thread_collects_changes_nothing(
+    api: HostBackend,
+) -> None:
+    # A with block left by an exception abandons the windows still open inside it; while
+    # another thread is inside the profiler that exit is refused, and so is the abandon.
+    stream = api.stream_create_non_blocking()
+    try:
+        with EventProfiler(api, stream) as prof:
+            gate = _hold(api, stream)
+            prof.start("held").stop()  # its end waits behind the host function
+            outer = prof.start("outer")
+            inner = prof.start("inner")
+            collector = Waiter(prof.collect)
+            assert blocked_in(collector.thread, "event_wait"), "the collector never waited"
+            error = ValueError("raised inside the with block")
+            with pytest.raises(EventStateError, match=r"Window.stop refused.*collect"):
+                outer.__exit__(ValueError, error, None)
+            assert not inner.stopped
+            assert not outer.stopped
+            gate.set()
+            collector.result()
+            inner.stop()
+            outer.stop()
+            assert [span.name for span in prof.collect()] == ["outer", "inner"]
     finally:
         api.stream_destroy(stream)
 

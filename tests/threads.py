@@ -7,6 +7,7 @@ whatever holds the call (a gate a host function blocks on) and then join: no sle
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -55,3 +56,20 @@ def release_and_join(gate: threading.Event, waiters: Iterable[Waiter]) -> tuple[
     released = time.perf_counter_ns()
     gate.set()
     return released, [waiter.result() for waiter in waiters]
+
+
+def blocked_in(thread: threading.Thread, function: str) -> bool:
+    """True once ``thread`` is inside a function named ``function``; False after :data:`JOIN_S`.
+
+    Polls the thread's stack: for a call that blocks where no event of the test's own can say
+    it got there (inside a backend's wait, say).
+    """
+    deadline = time.monotonic() + JOIN_S
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread.ident or 0)
+        while frame is not None:
+            if frame.f_code.co_name == function:
+                return True
+            frame = frame.f_back
+        time.sleep(0.001)
+    return False

@@ -153,8 +153,9 @@ class Window(SingleOwner, Generic[E]):
         if exc is not None and self._state == _OPEN:
             # An exception skipped the stop() of windows started inside this block; abandon
             # them rather than hide the exception under an out-of-order error.
-            self._profiler._abandon_above(self)
-        self._profiler._stop(self)
+            self._profiler._stop_abandoning_above(self)
+        else:
+            self._profiler._stop(self)
 
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Decorate ``fn``: each call runs inside a fresh window of this name, as a ``with`` would.
@@ -567,12 +568,22 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             )
         window._state = _DONE  # skipped: nothing was recorded, nothing to record now
 
+    def _stop_abandoning_above(self, window: Window[E]) -> None:
+        """Discard the windows still open inside ``window``, then stop it: one guarded call."""
+        with self._using("Window.stop"):
+            self._abandon_above(window)
+            self._stop_held(window)
+
     def _abandon_above(self, window: Window[E]) -> None:
-        if window._skipped or window not in self._open:
-            return
-        index = self._open.index(window)
-        above = self._open[index + 1 :]
-        del self._open[index + 1 :]
+        # Windows nest: those opened after ``window`` and still open are the top of the stack.
+        # A skipped window is not on it, but the windows opened inside it once a capture
+        # ended are.
+        opened = self._open
+        index = len(opened)
+        while index and opened[index - 1]._seq > window._seq:
+            index -= 1
+        above = opened[index:]
+        del opened[index:]
         if self._nvtx is not None:
             self._nvtx.end(len(above))
         for inner in above:
@@ -731,9 +742,12 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     def _take_anchor(self) -> tuple[Anchor, list[E]]:
         """Sample an anchor; returns it and the sample events, the anchor's own one first."""
-        if self._anchor_stream is None:
-            stream = self._anchor_stream = self._api.stream_create_non_blocking()
-            fast = self._fast
+        if self._anchor_target is None:
+            # The stream is kept as soon as it exists (close destroys it); the target only once
+            # adopted, so that a failed adopt is tried again by the next collect.
+            if self._anchor_stream is None:
+                self._anchor_stream = self._api.stream_create_non_blocking()
+            stream, fast = self._anchor_stream, self._fast
             self._anchor_target = stream if fast is None else fast.adopt_stream(stream)
         samples: list[E] = []
         try:
