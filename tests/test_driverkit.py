@@ -478,6 +478,78 @@ def test_an_interrupt_inside_a_create_leaves_the_counts_exact(
     assert api.live_handles() == (0, 0)
 
 
+# -- an interrupt between a call's count and its way out ------------------------------------------
+#
+# A call counts the handles it uses in (so that a destroy meanwhile is deferred to it) and out;
+# an interrupt can land between the count and the try that would count it out, or between the
+# count out and the destroy owed to it. The call's frame is gone then, so no call is in flight
+# when the handle is dropped: its finalizer destroys what is owed.
+
+
+def test_an_interrupt_after_a_call_counted_its_event_in_leaves_the_destroy_to_the_finalizer(
+    api: GatedBackend,
+) -> None:
+    stream = api.stream_create_non_blocking()
+    event = recorded(api, stream)
+    raw = event._raw
+    sys.settrace(_interrupt_on_return_of(DriverBackend._enter.__code__))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            api.event_wait(event)
+    finally:
+        sys.settrace(None)
+    api.event_destroy(event)  # deferred to a call that will never leave
+    assert api.raw_calls("event_destroy") == []
+    del event
+    gc.collect()
+    assert api.raw_calls("event_destroy") == [(raw,)]
+    assert api.live_handles() == (0, 1)
+    api.stream_destroy(stream)
+
+
+def _interrupt_on_call_of(code: Any) -> Callable[..., Any]:
+    """A trace function raising KeyboardInterrupt as ``code`` is entered."""
+
+    def trace(frame: Any, event: str, arg: object) -> Any:
+        if event == "call" and frame.f_code is code:
+            raise KeyboardInterrupt
+        return None
+
+    return trace
+
+
+def test_an_interrupt_between_the_last_leave_and_its_deferred_destroy_leaves_it_to_the_finalizer(
+    api: GatedBackend,
+) -> None:
+    stream = api.stream_create_non_blocking()
+    event = recorded(api, stream)
+    raw = event._raw
+    entered, release = api.gate("event_wait")
+    held = [event]  # the waiter's only reference, dropped with it
+
+    def wait_interrupted_on_the_way_out() -> None:
+        sys.settrace(_interrupt_on_call_of(DriverBackend._leave_closed.__code__))
+        try:
+            api.event_wait(held[0])
+        finally:
+            sys.settrace(None)
+
+    waiter = Waiter(wait_interrupted_on_the_way_out)
+    assert entered.wait(JOIN_S)
+    api.event_destroy(event)  # deferred to the waiter, whose way out is interrupted
+    release.set()
+    with pytest.raises(KeyboardInterrupt):
+        waiter.result()
+    assert api.raw_calls("event_destroy") == []
+    waiter.error = None  # its traceback holds the event
+    held.clear()
+    del event, waiter
+    gc.collect()
+    assert api.raw_calls("event_destroy") == [(raw,)]
+    assert api.live_handles() == (0, 1)
+    api.stream_destroy(stream)
+
+
 # -- sibling devices ------------------------------------------------------------------------------
 
 

@@ -923,9 +923,21 @@ class DriverBackend(ABC, Generic[RE, RS]):
             )
 
     def _collect(self, handle: _Handle) -> None:
-        # From a handle's __del__: the user dropped it without destroying it.
+        # From the __del__ of a handle whose driver handle is not released (_users is not -1):
+        # the user dropped it without a destroy, or a destroy is owed to a call that an
+        # interrupt stopped between its count and its try (never left), or between its leave
+        # and the deferred destroy. No call is in flight now, since a call holds the handle, so
+        # whatever count such an interrupt left behind is void.
+        with self._lock:
+            if handle._users == -1 or (handle._closed and handle._raw is _NO_RAW):
+                return  # released already, or never opened (nothing counted, nothing held)
+            owed = handle._closed  # closed by a destroy that was deferred to a call
+            handle._users = -1 if owed else 0
         try:
-            self._close(handle)
+            if owed:
+                self._destroy_now(handle)
+            else:
+                self._close(handle)
         except Exception:  # a finalizer has nowhere to raise to
             _log.warning("%s: destroying a dropped %r failed", self.BACKEND, handle, exc_info=True)
 

@@ -131,9 +131,10 @@ class Event(_Handle, Generic[RE]):
         return f"<{self.backend} event {self._raw!r} {state}>"
 
     def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
-        # Safety net for an event dropped without event_destroy; never raises.
+        # Safety net for an event dropped without event_destroy, or whose destroy an interrupt
+        # left owed (see DriverBackend._collect); never raises.
         owner = getattr(self, "_owner", None)
-        if owner is not None and not getattr(self, "_closed", True) and not _finalizing():
+        if owner is not None and getattr(self, "_users", -1) != -1 and not _finalizing():
             owner._collect(self)
 
 
@@ -208,7 +209,7 @@ class Stream(_Handle, Generic[RS]):
         if owner is None or _finalizing():
             return
         # getattr: an __init__ interrupted before these were set left nothing to release.
-        if getattr(self, "_owned", False) and not getattr(self, "_closed", True):
+        if getattr(self, "_owned", False) and getattr(self, "_users", -1) != -1:
             owner._collect(self)
 
 
