@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from threads import JOIN_S, Waiter, release_and_join
 
 import eventapi
 from eventapi import CaptureError, DriverError, EventFence, EventProfiler, EventStateError
-from eventapi.driverkit import DriverBackend, Stream, release_spare_events
+from eventapi.driverkit import DriverBackend, DriverCalls, Stream, release_spare_events
 from eventapi.driverkit._calls import pending_host_funcs
 
 if TYPE_CHECKING:
@@ -293,6 +294,48 @@ def test_a_device_index_creates_on_that_device_from_any_thread(
     # context the backend's; HIP leaves the thread's device alone (it starts as device 0).
     fresh_cuda = kind == "cuda" and not thread_works_on_device_0
     assert current == (1 if fresh_cuda else 0)
+    assert second.live_handles() == (0, 0)
+
+
+def _interrupt_as_the_driver_returns(switch: object) -> Callable[..., Any]:
+    """A trace function raising KeyboardInterrupt as the backend's call of ``switch`` (the
+    binding's function) returns: a signal landing just after the driver switched device."""
+
+    def trace(frame: Any, event: str, arg: object) -> Any:
+        if frame.f_code is DriverCalls.__call__.__code__ and frame.f_locals.get("fn") is switch:
+            return local
+        return None
+
+    def local(frame: Any, event: str, arg: object) -> Any:
+        if event == "return":
+            raise KeyboardInterrupt
+        return local
+
+    return trace
+
+
+def test_an_interrupt_as_a_create_switches_device_leaves_the_thread_on_its_own(
+    api: Api, kind: DriverName, spelled: Spelling
+) -> None:
+    # This thread works on device 0; a create on device 1 switches to it for the call (CUDA
+    # pushes its context, HIP sets the device) and back, interrupted or not.
+    second = driver_backend(f"{kind}:1")
+    api.event_destroy(api.event_create())
+    assert spelled.current_device() == 0
+    if kind == "cuda":
+        from cuda.bindings import driver
+
+        switch: object = driver.cuCtxPushCurrent
+    else:
+        switch = _hip().hipSetDevice
+    sys.settrace(_interrupt_as_the_driver_returns(switch))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            second.event_create()
+    finally:
+        sys.settrace(None)
+    assert spelled.current_device() == 0
+    gc.collect()
     assert second.live_handles() == (0, 0)
 
 

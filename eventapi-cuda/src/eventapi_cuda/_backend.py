@@ -316,11 +316,15 @@ class CudaBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFu
         if current is not None and int(current) == self._context_handle:
             call(*args)
             return
-        _call(driver.cuCtxPushCurrent, self._context)
         try:
+            _call(driver.cuCtxPushCurrent, self._context)
             call(*args)
         finally:
-            _call(driver.cuCtxPopCurrent)
+            # Popped when pushed, which the context now current tells: an interrupt can land
+            # as the push returns, before this frame could note it.
+            now = _call(driver.cuCtxGetCurrent)
+            if now is not None and int(now) == self._context_handle:
+                _call(driver.cuCtxPopCurrent)
 
     def _exported_handle(self, raw: int) -> int:
         # The handle is the stream's address, as __cuda_stream__ gives it to a framework.

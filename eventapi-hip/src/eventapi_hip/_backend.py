@@ -285,8 +285,10 @@ class HipBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFun
         if current == self._ordinal:
             call(*args)
             return
-        _call(hip.hipSetDevice, self._ordinal)
         try:
+            # Inside the try: an interrupt can land as the switch returns, and switching back
+            # to the device the thread had is right whether or not it switched.
+            _call(hip.hipSetDevice, self._ordinal)
             call(*args)
         finally:
             _call(hip.hipSetDevice, current)
