@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from child import run_json
 from threads import Waiter, release_and_join
 
 from eventapi import (
@@ -700,3 +701,49 @@ def test_repr_names_the_backend_and_state(host: HostBackend, host_stream: Stream
     assert repr(host_stream).startswith("<host stream #")
     assert repr(host) == "<HostBackend live events=1 streams=1>"
     host.event_destroy(event)
+
+
+# A child process: on a deadlock it is the child that hangs (and is killed), not the suite.
+_LAST_REFERENCE_CHILD = """
+import functools, json, sys, threading
+from eventapi.host import HostBackend
+
+host = HostBackend()
+stream = host.stream_create_non_blocking()
+recorder_event = host.event_create()
+ROUNDS = 2_000
+done = {"recorder": 0, "launcher": 0}
+
+def recorder():
+    for _ in range(ROUNDS):
+        host.event_record_unless_capturing(recorder_event, stream)
+        done["recorder"] += 1
+
+def launcher():
+    for _ in range(ROUNDS):
+        event = host.event_create()
+        host.stream_launch_host_func(stream, functools.partial(id, event))
+        del event  # the host function now holds the last reference
+        done["launcher"] += 1
+
+sys.setswitchinterval(1e-5)  # switch threads often, so the two loops interleave finely
+threads = [threading.Thread(target=f) for f in (recorder, launcher)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+host.stream_synchronize(stream)
+host.event_destroy(recorder_event)
+host.stream_destroy(stream)
+print(json.dumps({"done": done, "live": list(host.live_handles())}))
+"""
+
+
+def test_a_host_function_holding_the_last_reference_to_a_handle_deadlocks_nothing() -> None:
+    # The worker drops a host function it ran; if that drops the last reference to an event,
+    # the event's finalizer destroys it, taking the backend's lock. A thread recording into the
+    # stream holds that lock while it takes the stream's. The worker must drop what it ran
+    # before it takes the stream's lock again, or the two wait on each other for good (the
+    # child then hangs until run_json's timeout).
+    result = run_json(_LAST_REFERENCE_CHILD)
+    assert result == {"done": {"recorder": 2_000, "launcher": 2_000}, "live": [0, 0]}

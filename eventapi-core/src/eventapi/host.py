@@ -233,6 +233,10 @@ def _drain(state: _StreamState) -> None:
                 lock.release()
                 try:
                     _run(op)
+                    # Dropped before the lock is taken again: the host function may hold the
+                    # last reference to a handle, whose finalizer takes its backend's lock,
+                    # which a thread recording into this stream holds while it waits for ours.
+                    del op
                 finally:
                     lock.acquire()
             state.completed += 1
