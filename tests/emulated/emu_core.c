@@ -124,6 +124,7 @@ static struct {
     int64_t worker_poll_ns; /* EMU_WORKER_POLL_US: how long an idle worker polls; 0 sleeps at once */
     int spin_yield;         /* EMU_SPIN_YIELD: 1 or 0 overrides emu_spin_policy; -1 unset */
     int instant;            /* EMU_INSTANT=1: a record reaching an idle stream completes at once */
+    int destroy_waits;      /* EMU_STREAM_DESTROY_WAITS=1: a stream destroy waits for its work */
     long processors;        /* logical processors the process may run on (EMU_SPIN_AUTO_CUDA) */
     long spin_yields;       /* yields made by spinning host waits: see emu_spin_yields */
     callrec calls[MAX_CALL_NAMES];
@@ -145,6 +146,11 @@ static void read_env(void) {
     }
     const char *instant = getenv("EMU_INSTANT");
     g.instant = instant != NULL && strcmp(instant, "1") == 0;
+    /* ROCm's hipStreamDestroy waits for the stream's last command (CUDA's returns at once and
+       releases the stream once its work is done): a caller holding what that work needs
+       (Python's GIL, for a host function) would never see it return. */
+    const char *destroy_waits = getenv("EMU_STREAM_DESTROY_WAITS");
+    g.destroy_waits = destroy_waits != NULL && strcmp(destroy_waits, "1") == 0;
     const char *yield = getenv("EMU_SPIN_YIELD");
     g.spin_yield = -1;
     if (yield != NULL && (strcmp(yield, "0") == 0 || strcmp(yield, "1") == 0)) {
@@ -781,8 +787,16 @@ emu_status emuc_stream_create(int dev, int non_blocking, uint64_t *out) {
     return st;
 }
 
+static int stream_pending(const void *arg);
+
 emu_status emuc_stream_destroy(uint64_t h) {
     lock();
+    stream *waited = g.destroy_waits ? table_get(h, K_STREAM) : NULL;
+    if (waited != NULL) {
+        waited->refs++;
+        wait_while(1, waited->dev, stream_pending, waited);
+        stream_unref(waited);
+    }
     stream *s = table_take(h, K_STREAM);
     if (s == NULL) {
         unlock();

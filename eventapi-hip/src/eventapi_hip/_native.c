@@ -16,9 +16,10 @@
  * handle is live: the Python layer (eventapi.driverkit) refuses a closed, foreign or
  * never-recorded handle before it gets here.
  *
- * The GIL: kept for the quick calls (record, query, elapsed, create, destroy, the capture
- * check), released around everything that can wait for the device (an event wait, a stream
- * synchronize), where a host function the driver runs on its own thread needs it.
+ * The GIL: kept for the quick calls (record, query, elapsed, create, an event's destroy, the
+ * capture check), released around everything that can wait for the device (an event wait, a
+ * stream synchronize, a stream destroy: HIP's waits for the stream's last command), where a
+ * host function the driver runs on its own thread needs it.
  *
  * Built against the stable ABI of CPython 3.11, so one abi3 build serves 3.11 and later.
  *
@@ -269,23 +270,29 @@ static PyObject *stream_create(PyObject *self, PyObject *const *args, Py_ssize_t
     return create(STREAM_CREATE, STREAM_DESTROY, args, nargs, "stream_create");
 }
 
-static PyObject *one_handle(int slot, PyObject *arg) {
-    OPEN(slot);
-    void *handle;
-    if (!handle_arg(arg, &handle)) return NULL;
-    status_t status = CALL(slot, handle_fn)(handle);
-    if (status != 0) return raise_status(slot, status);
+static PyObject *event_destroy(PyObject *self, PyObject *arg) {
+    (void)self;
+    OPEN(EVENT_DESTROY);
+    void *event;
+    if (!handle_arg(arg, &event)) return NULL;
+    status_t status = CALL(EVENT_DESTROY, handle_fn)(event);
+    if (status != 0) return raise_status(EVENT_DESTROY, status);
     RETURN_NONE;
 }
 
-static PyObject *event_destroy(PyObject *self, PyObject *arg) {
-    (void)self;
-    return one_handle(EVENT_DESTROY, arg);
-}
-
+/* With the GIL released: ROCm's hipStreamDestroy waits for the stream's last command, which
+   may be a host function that needs the GIL (CUDA's returns at once). */
 static PyObject *stream_destroy(PyObject *self, PyObject *arg) {
     (void)self;
-    return one_handle(STREAM_DESTROY, arg);
+    OPEN(STREAM_DESTROY);
+    void *stream;
+    if (!handle_arg(arg, &stream)) return NULL;
+    status_t status;
+    Py_BEGIN_ALLOW_THREADS
+    status = CALL(STREAM_DESTROY, handle_fn)(stream);
+    Py_END_ALLOW_THREADS
+    if (status != 0) return raise_status(STREAM_DESTROY, status);
+    RETURN_NONE;
 }
 
 /* -- records, queries, readings ----------------------------------------------------------- */
@@ -400,10 +407,16 @@ static PyObject *event_elapsed_ns_many(PyObject *self, PyObject *const *args,
     PyObject *readings = PyList_New(count);
     if (readings == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        void *start, *end;
-        if (!handle_arg(PyList_GetItem(starts, i), &start) ||
-            !handle_arg(PyList_GetItem(ends, i), &end))
+        /* Borrowed, and used before any Python code can run; but the allocations above and
+           below can start a garbage collection (on 3.11), whose finalizers may shrink a list. */
+        PyObject *start_obj = PyList_GetItem(starts, i), *end_obj = PyList_GetItem(ends, i);
+        if (start_obj == NULL || end_obj == NULL) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "event_elapsed_ns_many(): a list changed size during the call");
             goto fail;
+        }
+        void *start, *end;
+        if (!handle_arg(start_obj, &start) || !handle_arg(end_obj, &end)) goto fail;
         float ms = 0.0f;
         status_t status = CALL(EVENT_ELAPSED, elapsed_fn)(&ms, start, end);
         if (status != 0) {

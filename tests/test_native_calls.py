@@ -1,0 +1,104 @@
+"""What the compiled calls (``_native.c``) do when Python code runs under them.
+
+Two ways Python code can run while a compiled call is under way: a garbage collection, which an
+allocation in the call can start (on CPython 3.11) and whose finalizers may change the lists the
+call reads; and a host function, which a driver runs on its own thread and which needs the GIL.
+Each case runs in a fresh process on an emulated driver: a crash or a hang there fails the test,
+not the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from child import run_json
+from emulated_driver import DriverName, build, preload_env
+
+TESTS = Path(__file__).resolve().parent
+
+# A finalizer in a reference cycle empties both lists; a collection at every allocation makes
+# the list the call allocates for its readings run it, after the call read the lengths.
+_SHRINKING_LISTS = """
+import gc, json
+import eventapi
+from eventapi_{kind} import _native
+
+api = eventapi.backend({kind!r})  # configures the compiled calls
+starts, ends = [1, 2, 3], [1, 2, 3]
+
+class EmptiesThem:
+    def __del__(self):
+        starts.clear()
+        ends.clear()
+
+gc.disable()
+keep = [[] for _ in range(300)]
+cycle = EmptiesThem()
+cycle.self = cycle
+del cycle
+gc.set_threshold(1)
+gc.enable()
+try:
+    _native.event_elapsed_ns_many(starts, ends)
+except Exception as exc:
+    outcome = [type(exc).__name__, str(exc)]
+else:
+    outcome = ["returned", ""]
+gc.set_threshold(700)
+print(json.dumps({{"outcome": outcome, "emptied": starts == [] and ends == []}}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["cuda", "hip"])
+def test_lists_a_finalizer_shrinks_during_a_batched_reading_raise_instead_of_crashing(
+    kind: DriverName,
+) -> None:
+    build()
+    result = run_json(_SHRINKING_LISTS.format(kind=kind), preload_env(kind))
+    assert result["emptied"], "the finalizer never ran: the case was not exercised"
+    name, message = result["outcome"]
+    assert name == "RuntimeError", result
+    assert "changed size" in message
+
+
+# A stream destroy with a host function still queued behind a gate, on a driver whose stream
+# destroy waits for the stream's work as ROCm's does (EMU_STREAM_DESTROY_WAITS=1). The gate is
+# opened by another Python thread once the destroy reached the driver: the destroy returns only
+# if the call let go of the GIL, which that thread and the host function both need.
+_DESTROY_WAITS = """
+import json, threading, time
+import eventapi
+from emulated_driver import load
+
+emu = load({kind!r})
+api = eventapi.backend({kind!r})
+stream = api.stream_create_non_blocking()
+gate = threading.Event()
+ran = []
+api.stream_launch_host_func(stream, lambda: gate.wait(30))
+api.stream_launch_host_func(stream, lambda: ran.append(True))
+destroy = {destroy!r}
+calls_before = emu.calls(destroy)
+
+def open_the_gate():
+    while emu.calls(destroy) == calls_before:  # once the destroy is in the driver
+        time.sleep(0.001)
+    gate.set()
+
+threading.Thread(target=open_the_gate, daemon=True).start()
+api.stream_destroy(stream)
+print(json.dumps({{"ran": ran, "live": list(api.live_handles())}}))
+"""
+
+_STREAM_DESTROY = {"cuda": "cuStreamDestroy", "hip": "hipStreamDestroy"}
+
+
+@pytest.mark.parametrize("kind", ["cuda", "hip"])
+def test_a_stream_destroy_that_waits_for_host_functions_lets_them_run(kind: DriverName) -> None:
+    build()
+    env = preload_env(kind)
+    env["EMU_STREAM_DESTROY_WAITS"] = "1"
+    env["PYTHONPATH"] = str(TESTS)
+    result = run_json(_DESTROY_WAITS.format(kind=kind, destroy=_STREAM_DESTROY[kind]), env)
+    assert result == {"ran": [True], "live": [0, 0]}
