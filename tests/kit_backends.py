@@ -264,6 +264,14 @@ class BrokenUnclampedBackend(ThreadBackend):
 
 
 @final
+class BrokenScaledElapsedBackend(ThreadBackend):
+    """Reads elapsed times ten times too long, as a wrong tick rate would."""
+
+    def _clamp(self, ns: int) -> int:
+        return super()._clamp(ns) * 10
+
+
+@final
 class BrokenClosedHandleBackend(ThreadBackend):
     """Lets a destroyed event through to the calls instead of refusing it."""
 

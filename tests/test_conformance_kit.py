@@ -103,9 +103,13 @@ def test_kit_passes_on_cuda_and_hip_with_nothing_skipped_failed_destroys_include
     kind: DriverName, tmp_path: Path
 ) -> None:
     # The real backend objects over the emulated driver, whose destroy calls it can be made to
-    # fail (kit_emulated.py): the kit's failed-destroy checks run instead of skipping.
+    # fail (kit_emulated.py): the kit's failed-destroy checks run instead of skipping. HIP's
+    # stream destroy waits for the stream's queued work, as ROCm's does.
     build()
-    run = _kit(f"kit_emulated:{kind}", cwd=tmp_path, env={"LD_PRELOAD": str(library_path(kind))})
+    env = {"LD_PRELOAD": str(library_path(kind))}
+    if kind == "hip":
+        env["EMU_STREAM_DESTROY_WAITS"] = "1"
+    run = _kit(f"kit_emulated:{kind}", cwd=tmp_path, env=env)
     _passed_cleanly(run)
     assert run.count("skipped") == 0, run.output
 
@@ -124,6 +128,11 @@ def test_kit_checks_blocking_without_event_query(tmp_path: Path) -> None:
             "BrokenUnclampedBackend",
             "test_elapsed",
             "FAILED test_elapsed.py::test_elapsed_clamps_a_negative_reading",
+        ),
+        (
+            "BrokenScaledElapsedBackend",
+            "test_elapsed",
+            "FAILED test_elapsed.py::test_elapsed_covers_a_known_host_delay",
         ),
         (
             "BrokenClosedHandleBackend",

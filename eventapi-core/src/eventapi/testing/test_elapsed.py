@@ -23,6 +23,12 @@ DELAY_TOLERANCE_NS = 20_000
 # three readings to the driver's resolution (at most 1 us each on the drivers we know).
 ADDITIVITY_TOLERANCE_NS = 5_000
 
+# Upper bound on a reading: both events are stamped between the host's clock read before the
+# first record and the one after the last wait returned, so the reading is at most that
+# bracket, at the device clock's rate (1e-4 allows a hundred times a quartz's error) plus two
+# ticks and the readout, the same 20 us as above. A loaded machine only widens the bracket.
+RATE_TOLERANCE = 1e-4
+
 
 def _delay(kit: Kit, stream: object, measured: list[int]) -> None:
     """Enqueue a host function that sleeps DELAY_S and appends how long it slept, in ns."""
@@ -59,11 +65,13 @@ def test_elapsed_covers_a_known_host_delay(eventapi_kit: Kit, eventapi_stream: o
     eventapi_kit.require("SupportsHostFunc")
     api = eventapi_kit.api
     measured: list[int] = []
+    opened = time.perf_counter_ns()
     first = eventapi_kit.recorded(eventapi_stream)
     _delay(eventapi_kit, eventapi_stream, measured)
     middle = eventapi_kit.recorded(eventapi_stream)
     _delay(eventapi_kit, eventapi_stream, measured)
     last = eventapi_kit.reached(eventapi_stream)
+    bracket = time.perf_counter_ns() - opened
     before, after = measured
     head = eventapi_kit.call(api.event_elapsed, first, middle)
     tail = eventapi_kit.call(api.event_elapsed, middle, last)
@@ -73,6 +81,10 @@ def test_elapsed_covers_a_known_host_delay(eventapi_kit: Kit, eventapi_stream: o
     assert whole >= max(head, tail), "a longer span read shorter than a part of it"
     assert abs(whole - (head + tail)) <= ADDITIVITY_TOLERANCE_NS, (
         f"spans do not add up: {head} + {tail} != {whole} ns"
+    )
+    assert whole <= bracket * (1 + RATE_TOLERANCE) + DELAY_TOLERANCE_NS, (
+        f"{whole} ns read between two events the host saw recorded and reached within "
+        f"{bracket} ns: the readings run fast (a wrong tick rate?)"
     )
 
 
