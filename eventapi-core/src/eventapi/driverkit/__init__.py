@@ -43,10 +43,12 @@ The ``_raw_*`` contract (what a subclass spells):
   (or adopted, for streams), never a closed one, and never one being destroyed meanwhile.
 * A raw wait (``_raw_event_wait``, ``_raw_stream_synchronize``) releases the GIL while it
   blocks; nothing else may block.
-* A raw destroy releases the handle and returns at once: a stream destroy must not wait for
-  the work still queued on the stream (the driver finishes it, then frees the stream), since it
-  runs from finalizers and ``close()``. A raw destroy that fails must still leave nothing of the
-  handle running: the base counts the handle gone either way and never passes it again.
+* A raw destroy releases the handle and returns at once where the driver allows: a stream
+  destroy should not wait for the work still queued on the stream (the driver finishes it, then
+  frees the stream), since it runs from finalizers and ``close()``; where the driver's destroy
+  waits (ROCm's may), it releases the GIL while it does. A raw destroy that fails must still
+  leave nothing of the handle running: the base counts the handle gone either way and never
+  passes it again.
 * ``_raw_event_create_into(store)`` and ``_raw_stream_create_into(store)`` (optional) create
   and hand the raw handle to ``store``, a callable that runs no Python bytecode (the handle
   slot's own setter): a compiled create calls it from C right after the driver returns, so no

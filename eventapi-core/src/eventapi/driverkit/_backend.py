@@ -582,8 +582,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def stream_destroy(self, stream: Stream[RS]) -> None:
         """Release a stream this backend created; a second call is a no-op.
 
-        Returns without waiting for the work queued on the stream, which still completes. A
-        destroy the driver refuses still leaves the stream closed and uncounted, and raises
+        The work queued on the stream still completes; the destroy returns without waiting
+        for it where the driver allows (CUDA's), or once it is done where the driver's destroy
+        waits (ROCm's may). A destroy the driver refuses still leaves the stream closed and
+        uncounted, and raises
         the :class:`~eventapi.DriverError`.
         """
         self._check_owner(stream, "stream_destroy", Stream)
