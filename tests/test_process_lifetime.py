@@ -211,6 +211,47 @@ print("parent", tuple(api.live_handles()))
     assert done.stdout.split("\n") == ["child 0", "parent (0, 0)", ""]
 
 
+def test_a_fork_while_the_cuda_driver_initializes_is_refused_in_the_child() -> None:
+    # Another thread forks while the parent's first backend object is between cuInit and the
+    # end of its start-up (here, as the compiled calls are configured): the child must refuse
+    # CUDA as it does after a finished initialization.
+    done = run(
+        _FORK_HARNESS
+        + """
+from emulated_driver import load
+from eventapi_cuda import _backend
+
+emu = load("cuda")
+configure = _backend._configure_native
+verdict = []
+
+
+def child():
+    try:
+        _backend.CudaBackend(0)
+    except eventapi.BackendUnavailableError as exc:
+        assert "forked" in str(exc), exc
+    else:
+        raise AssertionError("a backend object was built in a child forked mid-initialization")
+
+
+def configure_after_a_fork():
+    verdict.append(in_child(child))
+    configure()
+
+
+_backend._configure_native = configure_after_a_fork
+api = _backend.CudaBackend(0)
+api.stream_destroy(api.stream_create_non_blocking())
+print("child", verdict[0])
+print("parent", tuple(api.live_handles()))
+""",
+        "cuda",
+    )
+    assert done.stderr == ""
+    assert done.stdout.split("\n") == ["child 0", "parent (0, 0)", ""]
+
+
 # -- a backend object collected in a reference cycle -----------------------------------------
 
 

@@ -136,13 +136,16 @@ _call = DriverCalls(
 
 _init_lock = threading.Lock()
 _initialized = False
-# True in a child forked after the parent initialized the driver: nothing may call it here.
+# Set before cuInit: a driver whose initialization began (and may not have finished, when
+# another thread forks meanwhile) is as unusable in a forked child as one initialized.
+_init_begun = False
+# True in a child forked after the parent began initializing the driver: nothing may call it.
 _forked_after_init = False
 
 
 def _after_fork_in_child() -> None:
     global _forked_after_init, _init_lock
-    _forked_after_init = _forked_after_init or _initialized
+    _forked_after_init = _forked_after_init or _init_begun
     _init_lock = threading.Lock()  # another parent thread may have held it at the fork
 
 
@@ -150,7 +153,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _init_driver() -> None:
-    global _initialized
+    global _initialized, _init_begun
     if _forked_after_init:
         raise BackendUnavailableError(
             "cuda: this process was forked after the CUDA driver was initialized in its parent, "
@@ -161,6 +164,7 @@ def _init_driver() -> None:
         return
     with _init_lock:
         if not _initialized:
+            _init_begun = True
             _call(driver.cuInit, 0)
             _configure_native()
             _initialized = True
