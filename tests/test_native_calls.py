@@ -102,3 +102,41 @@ def test_a_stream_destroy_that_waits_for_host_functions_lets_them_run(kind: Driv
     env["PYTHONPATH"] = str(TESTS)
     result = run_json(_DESTROY_WAITS.format(kind=kind, destroy=_STREAM_DESTROY[kind]), env)
     assert result == {"ran": [True], "live": [0, 0]}
+
+
+# Integers the compiled calls take are range-checked: one that does not fit the C type the
+# driver takes raises instead of being cut down to one that does (2**32 | 1 to flags 1).
+_OUT_OF_RANGE = """
+import json
+import eventapi
+from eventapi_{kind} import _native
+
+api = eventapi.backend({kind!r})  # configures the compiled calls
+outcomes = {{}}
+for what, call in {{
+    "flags": lambda: _native.event_create(2**32 | 1, lambda handle: None),
+    "negative flags": lambda: _native.event_create(-1, lambda handle: None),
+    "lost status": lambda: _native.lose(2**32),
+    "lost success": lambda: _native.lose(0),
+}}.items():
+    try:
+        call()
+    except Exception as exc:
+        outcomes[what] = type(exc).__name__
+    else:
+        outcomes[what] = "returned"
+print(json.dumps({{"outcomes": outcomes, "live": list(api.live_handles())}}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["cuda", "hip"])
+def test_an_integer_the_driver_cannot_take_is_refused_not_cut_down(kind: DriverName) -> None:
+    build()
+    result = run_json(_OUT_OF_RANGE.format(kind=kind), preload_env(kind))
+    assert result["outcomes"] == {
+        "flags": "OverflowError",
+        "negative flags": "OverflowError",
+        "lost status": "OverflowError",
+        "lost success": "ValueError",
+    }
+    assert result["live"] == [0, 0]

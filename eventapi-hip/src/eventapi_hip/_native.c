@@ -39,6 +39,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
@@ -136,6 +137,27 @@ static int handle_arg(PyObject *obj, void **out) {
     return 1;
 }
 
+/* An int from Python within [low, high] (both within a C long); OverflowError outside. */
+static int int_arg(PyObject *obj, long low, long high, const char *what, long *out) {
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, got %R", what, obj);
+        return 0;
+    }
+    long value = PyLong_AsLong(obj);
+    if (value == -1 && PyErr_Occurred()) return 0;
+    if (value < low || value > high) {
+        PyErr_Format(PyExc_OverflowError, "%s must lie in [%ld, %ld], got %ld", what, low, high,
+                     value);
+        return 0;
+    }
+    *out = value;
+    return 1;
+}
+
+/* The longest query spin configure() accepts: far beyond any sensible one, and far from an
+   overflow of now_ns() + spin_ns. */
+#define MAX_SPIN_NS 60000000000LL
+
 static long long now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -187,10 +209,17 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "configure(): fail must be callable");
         return NULL;
     }
-    long not_ready = PyLong_AsLong(args[3]);
-    unsigned long sync_flags = PyLong_AsUnsignedLong(args[4]);
-    long long spin_ns = PyLong_AsLongLong(args[5]);
-    if (PyErr_Occurred()) return NULL;
+    long not_ready, sync_flags;
+    long long spin_ns;
+    if (!int_arg(args[3], INT_MIN, INT_MAX, "not_ready", &not_ready) ||
+        !int_arg(args[4], 0, UINT_MAX, "sync_event_flags", &sync_flags))
+        return NULL;
+    spin_ns = PyLong_AsLongLong(args[5]);
+    if (spin_ns == -1 && PyErr_Occurred()) return NULL;
+    if (spin_ns < 0 || spin_ns > MAX_SPIN_NS) {
+        PyErr_SetString(PyExc_ValueError, "configure(): spin_ns must lie in [0, 60 s]");
+        return NULL;
+    }
     void *fn[CALL_COUNT];
     for (int i = 0; i < CALL_COUNT; i++) {
         if (!handle_arg(PyTuple_GetItem(addresses, i), &fn[i])) return NULL;
@@ -227,8 +256,12 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 static PyObject *lose(PyObject *self, PyObject *arg) {
     (void)self;
-    long status = PyLong_AsLong(arg);
-    if (status == -1 && PyErr_Occurred()) return NULL;
+    long status;
+    if (!int_arg(arg, INT_MIN, INT_MAX, "status", &status)) return NULL;
+    if (status == 0) {
+        PyErr_SetString(PyExc_ValueError, "lose(): 0 is success, not a lost device's status");
+        return NULL;
+    }
     cfg.lost = (status_t)status;
     RETURN_NONE;
 }
@@ -244,8 +277,8 @@ static PyObject *create(int slot, int destroy_slot, PyObject *const *args, Py_ss
                         const char *fn_name) {
     if (!arg_count(fn_name, nargs, 2)) return NULL;
     OPEN(slot);
-    unsigned long flags = PyLong_AsUnsignedLong(args[0]);
-    if (flags == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    long flags;
+    if (!int_arg(args[0], 0, UINT_MAX, "flags", &flags)) return NULL;
     void *handle = NULL;
     status_t status = CALL(slot, create_fn)(&handle, (unsigned int)flags);
     if (status != 0) return raise_status(slot, status);
@@ -369,8 +402,11 @@ static PyObject *stream_wait_event(PyObject *self, PyObject *const *args, Py_ssi
  */
 static PyObject *ns_from_ms(float ms) {
     double ns = (double)ms * 1000000.0;
-    if (!isfinite(ns)) {
-        PyErr_SetString(PyExc_ValueError, "the driver read an elapsed time that is not finite");
+    /* Beyond 2**62 ns (146 years) no reading is real, and converting one past 2**63 to a long
+       long would be undefined. */
+    if (!isfinite(ns) || fabs(ns) > 4611686018427387904.0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the driver read an elapsed time that is not finite or out of range");
         return NULL;
     }
     return PyLong_FromLongLong((long long)nearbyint(ns));
