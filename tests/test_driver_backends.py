@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import pytest
 from emulated_driver import DriverName, EmulatedDriver, begin_capture, end_capture, load
+from interrupts import interrupting, on_return
 from threads import JOIN_S, Waiter, release_and_join
 
 import eventapi
@@ -297,23 +297,6 @@ def test_a_device_index_creates_on_that_device_from_any_thread(
     assert second.live_handles() == (0, 0)
 
 
-def _interrupt_as_the_driver_returns(switch: object) -> Callable[..., Any]:
-    """A trace function raising KeyboardInterrupt as the backend's call of ``switch`` (the
-    binding's function) returns: a signal landing just after the driver switched device."""
-
-    def trace(frame: Any, event: str, arg: object) -> Any:
-        if frame.f_code is DriverCalls.__call__.__code__ and frame.f_locals.get("fn") is switch:
-            return local
-        return None
-
-    def local(frame: Any, event: str, arg: object) -> Any:
-        if event == "return":
-            raise KeyboardInterrupt
-        return local
-
-    return trace
-
-
 def test_an_interrupt_as_a_create_switches_device_leaves_the_thread_on_its_own(
     api: Api, kind: DriverName, spelled: Spelling
 ) -> None:
@@ -328,12 +311,13 @@ def test_an_interrupt_as_a_create_switches_device_leaves_the_thread_on_its_own(
         switch: object = driver.cuCtxPushCurrent
     else:
         switch = _hip().hipSetDevice
-    sys.settrace(_interrupt_as_the_driver_returns(switch))
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            second.event_create()
-    finally:
-        sys.settrace(None)
+    # As the backend's call of the binding's switch returns: just after the driver switched.
+    calls = DriverCalls.__call__.__code__
+    with (
+        pytest.raises(KeyboardInterrupt),
+        interrupting(on_return(lambda f: f.f_code is calls and f.f_locals.get("fn") is switch)),
+    ):
+        second.event_create()
     assert spelled.current_device() == 0
     gc.collect()
     assert second.live_handles() == (0, 0)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, final
 
 import pytest
+from interrupts import interrupting, on_call_of, on_return_of
 from threads import JOIN_S, Waiter, release_and_join
 
 from eventapi import (
@@ -438,22 +439,6 @@ def test_a_failed_destroy_leaves_the_handle_closed_and_uncounted() -> None:
 # -- Ctrl-C inside a create ---------------------------------------------------------------------
 
 
-def _interrupt_on_return_of(code: Any) -> Callable[..., Any]:
-    """A trace function raising KeyboardInterrupt as ``code`` returns: a signal landing there."""
-
-    def trace(frame: Any, event: str, arg: object) -> Any:
-        if frame.f_code is code:
-            return local
-        return None
-
-    def local(frame: Any, event: str, arg: object) -> Any:
-        if event == "return":
-            raise KeyboardInterrupt
-        return local
-
-    return trace
-
-
 @pytest.mark.parametrize("where", ["raw-create", "wrapper"])
 @pytest.mark.parametrize("kind", ["event", "stream"])
 def test_an_interrupt_inside_a_create_leaves_the_counts_exact(
@@ -468,12 +453,11 @@ def test_an_interrupt_inside_a_create_leaves_the_counts_exact(
     else:
         create = api.stream_create_non_blocking
         codes = GatedBackend._raw_stream_create_non_blocking.__code__, Stream.__init__.__code__
-    sys.settrace(_interrupt_on_return_of(codes[0] if where == "raw-create" else codes[1]))
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            create()
-    finally:
-        sys.settrace(None)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        interrupting(on_return_of(codes[0] if where == "raw-create" else codes[1])),
+    ):
+        create()
     gc.collect()
     assert api.live_handles() == (0, 0)
 
@@ -492,12 +476,11 @@ def test_an_interrupt_after_a_call_counted_its_event_in_leaves_the_destroy_to_th
     stream = api.stream_create_non_blocking()
     event = recorded(api, stream)
     raw = event._raw
-    sys.settrace(_interrupt_on_return_of(DriverBackend._enter.__code__))
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            api.event_wait(event)
-    finally:
-        sys.settrace(None)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        interrupting(on_return_of(DriverBackend._enter.__code__)),
+    ):
+        api.event_wait(event)
     api.event_destroy(event)  # deferred to a call that will never leave
     assert api.raw_calls("event_destroy") == []
     del event
@@ -505,17 +488,6 @@ def test_an_interrupt_after_a_call_counted_its_event_in_leaves_the_destroy_to_th
     assert api.raw_calls("event_destroy") == [(raw,)]
     assert api.live_handles() == (0, 1)
     api.stream_destroy(stream)
-
-
-def _interrupt_on_call_of(code: Any) -> Callable[..., Any]:
-    """A trace function raising KeyboardInterrupt as ``code`` is entered."""
-
-    def trace(frame: Any, event: str, arg: object) -> Any:
-        if event == "call" and frame.f_code is code:
-            raise KeyboardInterrupt
-        return None
-
-    return trace
 
 
 def test_an_interrupt_between_the_last_leave_and_its_deferred_destroy_leaves_it_to_the_finalizer(
@@ -528,11 +500,8 @@ def test_an_interrupt_between_the_last_leave_and_its_deferred_destroy_leaves_it_
     held = [event]  # the waiter's only reference, dropped with it
 
     def wait_interrupted_on_the_way_out() -> None:
-        sys.settrace(_interrupt_on_call_of(DriverBackend._leave_closed.__code__))
-        try:
+        with interrupting(on_call_of(DriverBackend._leave_closed.__code__)):
             api.event_wait(held[0])
-        finally:
-            sys.settrace(None)
 
     waiter = Waiter(wait_interrupted_on_the_way_out)
     assert entered.wait(JOIN_S)

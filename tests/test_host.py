@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 from child import run_json
+from interrupts import interrupting, on_return_of
 from threads import Waiter, release_and_join
 
 from eventapi import (
@@ -352,20 +352,11 @@ def test_an_interrupt_as_a_stream_worker_starts_leaves_no_worker_running(
     # raw stream is dropped with the interrupt, and its safety net must stop the thread.
     before = set(threading.enumerate())
 
-    def trace(frame: Any, event: str, arg: object) -> Any:
-        return local if frame.f_code is threading.Thread.start.__code__ else None
-
-    def local(frame: Any, event: str, arg: object) -> Any:
-        if event == "return":
-            raise KeyboardInterrupt
-        return local
-
-    sys.settrace(trace)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            host.stream_create_non_blocking()
-    finally:
-        sys.settrace(None)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        interrupting(on_return_of(threading.Thread.start.__code__)),
+    ):
+        host.stream_create_non_blocking()
     gc.collect()
     assert host.live_handles() == (0, 0)
     started = [t for t in threading.enumerate() if t not in before]
