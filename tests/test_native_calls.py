@@ -9,6 +9,7 @@ not the run.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,11 @@ print(json.dumps({{"outcome": outcome, "emptied": starts == [] and ends == []}})
 """
 
 
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12),
+    reason="CPython 3.12 and later collect garbage only between bytecodes, never inside the "
+    "call's allocation, so no finalizer runs under it",
+)
 @pytest.mark.parametrize("kind", ["cuda", "hip"])
 def test_lists_a_finalizer_shrinks_during_a_batched_reading_raise_instead_of_crashing(
     kind: DriverName,

@@ -824,12 +824,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
         with self._lock:
             deferred = handle._closed and handle._users == 0
             if deferred:
-                handle._users = -1  # negative: done, so no later leaver destroys it again
+                self._count_gone(handle)  # so no later leaver destroys it again
         if deferred:
             # The destroy was asked for by another thread, which has returned already; a
             # failure here belongs to nobody's call, so it is logged.
             try:
-                self._destroy_now(handle)
+                self._release_counted_gone(handle)
             except Exception:
                 _log.warning(
                     "%s: deferred destroy of %r failed", self.BACKEND, handle, exc_info=True
@@ -842,36 +842,33 @@ class DriverBackend(ABC, Generic[RE, RS]):
         )
 
     def _close(self, handle: _Handle) -> None:
-        is_event = type(handle) is Event
         with self._lock:
             if handle._closed:
                 return
             handle._closed = True
             now = handle._users == 0 or self._forked  # a forked child has no calls in flight
             if now:
-                handle._users = -1
-                # Counted gone in the same section that closes it (see _destroy_now).
-                if is_event:
-                    self._live_events -= 1
-                else:
-                    self._live_streams -= 1
+                self._count_gone(handle)  # in the same section that closes it
         if now:
-            try:
-                self._release_raw(handle, is_event)
-            finally:
-                self._after_uncount()
+            self._release_counted_gone(handle)
 
-    def _destroy_now(self, handle: _Handle) -> None:
-        # Counted as gone whether or not the driver agrees: a handle it refused to destroy is
-        # unusable either way, and a second destroy would be undefined behaviour.
-        is_event = type(handle) is Event
-        with self._lock:
-            if is_event:
-                self._live_events -= 1
-            else:
-                self._live_streams -= 1
+    def _count_gone(self, handle: _Handle) -> None:
+        # With the lock held: the handle's destroy is claimed (_users -1: no later leaver or
+        # finalizer destroys it again) and it is counted gone, in one step. Counted gone whether
+        # or not the driver then agrees: a handle it refused to destroy is unusable either way,
+        # and a second destroy would be undefined behaviour. An interrupt between this section
+        # and the driver's destroy loses the driver handle, as one in a create's return does
+        # (docs/errors.md); the counts stay exact.
+        handle._users = -1
+        if type(handle) is Event:
+            self._live_events -= 1
+        else:
+            self._live_streams -= 1
+
+    def _release_counted_gone(self, handle: _Handle) -> None:
+        # The driver's part of a destroy whose _count_gone ran.
         try:
-            self._release_raw(handle, is_event)
+            self._release_raw(handle, type(handle) is Event)
         finally:
             self._after_uncount()
 
@@ -934,10 +931,13 @@ class DriverBackend(ABC, Generic[RE, RS]):
             if handle._users == -1 or (handle._closed and handle._raw is _NO_RAW):
                 return  # released already, or never opened (nothing counted, nothing held)
             owed = handle._closed  # closed by a destroy that was deferred to a call
-            handle._users = -1 if owed else 0
+            if owed:
+                self._count_gone(handle)
+            else:
+                handle._users = 0
         try:
             if owed:
-                self._destroy_now(handle)
+                self._release_counted_gone(handle)
             else:
                 self._close(handle)
         except Exception:  # a finalizer has nowhere to raise to
