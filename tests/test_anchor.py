@@ -10,6 +10,7 @@ placed ``start_ns`` must lie within ``uncertainty_ns`` of that interval: no extr
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -255,11 +256,12 @@ def test_a_sample_needs_events(api: HostBackend) -> None:
 #
 # Placement alone, with no backend: two anchors (this one, A, and the previous one, P), the
 # device time D read between them, and windows at device distances before A. The truths the
-# anchors allow are the extremes of each one's interval (A's true host time within u_A of its
-# host_ns, P's within u_P, D within its reading error), with the clocks' true rate whatever those
-# make it; a window's true start is then A's true time minus its distance at that rate. The
-# placement must lie within its stated bound of each of them, on both paths: back from A (a
-# window before P) and between the two.
+# anchors and readings allow are the extremes of each one's interval (A's true host time within
+# u_A of its host_ns, P's within u_P, D, a window's distance and its duration each within its
+# reading error), with the clocks' true rate whatever those make it; a window's true start is
+# then A's true time minus its distance at that rate, and its end the same at the distance less
+# the duration. Both ends must lie within the window's stated bound of each truth, on both
+# paths: back from A (a window before P) and between the two.
 
 
 @pytest.mark.parametrize("u_a", [10, 10_000])
@@ -279,16 +281,30 @@ def test_a_placement_lies_within_its_bound_of_every_truth_the_anchors_allow(
     placement = Placement(anchor, (Earlier(previous, interval_ns, reading),))
     befores = [0, interval_ns // 3, interval_ns // 2, interval_ns, 2 * interval_ns]
     befores.append(50 * interval_ns)
-    placed = placement.spans(befores, [0] * len(befores))
-    for (start_ns, _, bound_ns), before_ns in zip(placed, befores, strict=True):
-        for off_a in (-u_a, u_a):
-            for off_p in (-u_p, u_p):
-                for device_off in (-reading, reading):
-                    true_a = host_a - off_a
-                    true_interval = host_interval - off_a + off_p
-                    to_host = true_interval / (interval_ns + device_off)
-                    true_start = true_a - before_ns * to_host
-                    assert abs(start_ns - true_start) <= bound_ns, (
-                        f"{before_ns} ns before the anchor: placed {start_ns - true_start:+.0f} ns "
-                        f"from a truth the anchors allow, bound {bound_ns} ns"
-                    )
+    for before_ns, thirds in itertools.product(befores, (0, 1, 3)):
+        duration_ns = before_ns * thirds // 3  # none, a third of the way, all the way
+        ((start_ns, end_ns, bound_ns),) = placement.spans([before_ns], [duration_ns])
+        # The window's distance and its duration are readings too, each within its error.
+        own, length = _reading_error(before_ns), _reading_error(duration_ns)
+        truths = itertools.product(
+            (-u_a, u_a),
+            (-u_p, u_p),
+            (-reading, reading),
+            (max(0, before_ns - own), before_ns + own),
+            (max(0, duration_ns - length), duration_ns + length),
+        )
+        for off_a, off_p, device_off, true_before, true_duration in truths:
+            true_a = host_a - off_a
+            true_interval = host_interval - off_a + off_p
+            to_host = true_interval / (interval_ns + device_off)
+            true_start = true_a - true_before * to_host
+            true_end = true_a - max(0, true_before - true_duration) * to_host
+            for end, placed_ns, true_ns in (
+                ("start", start_ns, true_start),
+                ("end", end_ns, true_end),
+            ):
+                assert abs(placed_ns - true_ns) <= bound_ns, (
+                    f"the {end} of a window {before_ns} ns before the anchor, {duration_ns} ns "
+                    f"long: placed {placed_ns - true_ns:+.0f} ns from a truth the anchors and "
+                    f"readings allow, bound {bound_ns} ns"
+                )

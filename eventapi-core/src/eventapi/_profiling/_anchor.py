@@ -197,9 +197,13 @@ class Placement:
 
     # Everything spans() needs, precomputed: collect() places every window it reads.
     __slots__ = (
+        "_back_readout",
+        "_back_resolution",
         "_back_slope",
         "_base",
         "_between",
+        "_between_readout",
+        "_between_resolution",
         "_between_slope",
         "_between_to_host",
         "_host_ns",
@@ -234,10 +238,20 @@ class Placement:
         self._host_ns = anchor.host_ns
         self._uncertainty = anchor.uncertainty_ns
         self._to_host = 1.0 / rate
-        self._base = anchor.uncertainty_ns + TIMER_RESOLUTION_NS  # every reading's share
-        # The bound's growth per device ns of distance: the distance's own reading error, at
-        # the rate it is placed with, and the rate's.
-        self._back_slope = READOUT_ERROR * self._to_host + rate_error
+        # A window's own distance is a reading too, off by up to a tick plus its readout share;
+        # the true rate turns that into host time, and it lies within rate_error of the one
+        # measured.
+        worst_rate = self._to_host + rate_error
+        self._base = anchor.uncertainty_ns + TIMER_RESOLUTION_NS * worst_rate
+        # The bound's growth per device ns of distance: the distance's readout, at the worst
+        # rate, and the rate's own error.
+        self._back_slope = READOUT_ERROR * worst_rate + rate_error
+        # A window's end lies two readings from the anchor (its start's distance less its
+        # duration), each off by a tick and its readout: beyond what its own distance adds,
+        # one more tick, and the readout of the duration twice (once in each reading), at the
+        # worst rate.
+        self._back_resolution = TIMER_RESOLUTION_NS * worst_rate
+        self._back_readout = 2 * READOUT_ERROR * worst_rate
         previous = usable[-1] if usable else None
         self._between = previous is not None
         if previous is not None:
@@ -253,13 +267,20 @@ class Placement:
             previous_base = previous.anchor.uncertainty_ns + reading_ns * (host_ns + u) / (
                 device_ns - reading_ns
             )
+            # The window's own reading, as on the path back, at the fastest true rate between
+            # the two anchors.
+            worst_between = (host_ns + u) / (device_ns - reading_ns)
             self._between_slope = (
                 previous_base - anchor.uncertainty_ns
-            ) / device_ns + READOUT_ERROR * self._between_to_host
+            ) / device_ns + READOUT_ERROR * worst_between
+            self._between_resolution = TIMER_RESOLUTION_NS * worst_between
+            self._between_readout = 2 * READOUT_ERROR * worst_between  # as _back_readout
         else:
             self._interval = 0
             self._between_to_host = 0.0
             self._between_slope = 0.0
+            self._between_resolution = 0.0
+            self._between_readout = 0.0
 
     def spans(self, befores: Sequence[int], durations: Sequence[int]) -> list[tuple[int, int, int]]:
         """``(start_ns, end_ns, bound_ns)`` of each window on the host clock, in order.
@@ -275,15 +296,20 @@ class Placement:
         host_ns, to_host, base = self._host_ns, self._to_host, self._base
         back_slope, between, interval = self._back_slope, self._between, self._interval
         u, slope, between_to_host = self._uncertainty, self._between_slope, self._between_to_host
-        wander, resolution, ceil = RATE_WANDER, TIMER_RESOLUTION_NS, math.ceil
+        wander, resolution, ceil = RATE_WANDER, self._between_resolution, math.ceil
+        back_resolution, back_readout = self._back_resolution, self._back_readout
+        between_readout = self._between_readout
         placed: list[tuple[int, int, int]] = []
         append = placed.append
         for before_ns, duration_ns in zip(befores, durations, strict=True):
             after_ns = before_ns - duration_ns if before_ns > duration_ns else 0
             # From this anchor back at the measured (or assumed) rate; the bound grows with
-            # the distance, so the start's is the window's.
+            # the distance, and the end's distance is two readings (see _back_resolution):
+            # the larger of the two ends' bounds is the window's.
             rate = to_host
             bound = base + back_slope * before_ns
+            at_end = base + back_slope * after_ns + back_resolution + back_readout * duration_ns
+            bound = at_end if at_end > bound else bound
             if between and before_ns <= interval:
                 # Between the previous anchor and this one: interpolation, its error the two
                 # anchors' own weighted by nearness ((1 - t) * u + t * previous,
@@ -298,6 +324,8 @@ class Placement:
                     u
                     + slope * after_ns
                     + wander * (after_ns if 2 * after_ns < interval else interval - after_ns)
+                    + resolution
+                    + between_readout * duration_ns
                 )
                 worst = (worst if worst > at_end else at_end) + resolution
                 if worst < bound:
