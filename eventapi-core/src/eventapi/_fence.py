@@ -503,8 +503,9 @@ def _take(one: list[None]) -> bool:
     """Pop ``one``'s single item: True for the one caller that gets it, however many race.
 
     ``list.pop`` is atomic under the GIL (see ``EventFence._calls``), so of the callers that
-    race for a claim (a fence's destroy, a wait's count handed to a helper thread) exactly one
-    wins it, even when an interrupt lands between the steps around the pop.
+    race for a claim (a fence's destroy, a wait's count handed to a helper thread) at most one
+    wins it. An interrupt right after the winner's pop loses the claim (nobody acts on it);
+    what it guarded is then left to the fence's safety net, ``__del__``.
     """
     try:
         one.pop()

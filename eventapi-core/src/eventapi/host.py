@@ -233,11 +233,11 @@ def _drain(state: _StreamState) -> None:
                 lock.release()
                 try:
                     _run(op)
+                finally:
                     # Dropped before the lock is taken again: the host function may hold the
                     # last reference to a handle, whose finalizer takes its backend's lock,
                     # which a thread recording into this stream holds while it waits for ours.
                     del op
-                finally:
                     lock.acquire()
             state.completed += 1
             if state.sleepers:

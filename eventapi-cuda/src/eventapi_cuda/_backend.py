@@ -29,7 +29,7 @@ address, a failed launch, an uncorrectable ECC error) lose the context: the firs
 :class:`~eventapi.DriverError` saying so, later calls raise it at once without calling the
 driver, and handles left over are not destroyed one by one (logged once).
 
-Fork. CUDA cannot be used in a child forked after the driver was initialized in the parent.
+Fork. CUDA cannot be used in a child forked after the parent began initializing the driver.
 In such a child this module refuses to build a backend object
 (:class:`~eventapi.BackendUnavailableError`), the parent's objects refuse every call, and
 nothing collected there calls the driver.
@@ -156,7 +156,7 @@ def _init_driver() -> None:
     global _initialized, _init_begun
     if _forked_after_init:
         raise BackendUnavailableError(
-            "cuda: this process was forked after the CUDA driver was initialized in its parent, "
+            "cuda: this process was forked after its parent began initializing the CUDA driver, "
             "and CUDA cannot be used in such a child; start worker processes with "
             "multiprocessing's 'spawn' or 'forkserver' method, or use CUDA only after fork()"
         )

@@ -137,17 +137,19 @@ static int handle_arg(PyObject *obj, void **out) {
     return 1;
 }
 
-/* An int from Python within [low, high] (both within a C long); OverflowError outside. */
-static int int_arg(PyObject *obj, long low, long high, const char *what, long *out) {
+/* An int from Python within [low, high]; OverflowError outside. long long: wide enough for
+   every bound here (UINT_MAX included) on every data model. */
+static int int_arg(PyObject *obj, long long low, long long high, const char *what,
+                   long long *out) {
     if (!PyLong_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s must be an int, got %R", what, obj);
         return 0;
     }
-    long value = PyLong_AsLong(obj);
+    long long value = PyLong_AsLongLong(obj);
     if (value == -1 && PyErr_Occurred()) return 0;
     if (value < low || value > high) {
-        PyErr_Format(PyExc_OverflowError, "%s must lie in [%ld, %ld], got %ld", what, low, high,
-                     value);
+        PyErr_Format(PyExc_OverflowError, "%s must lie in [%lld, %lld], got %lld", what, low,
+                     high, value);
         return 0;
     }
     *out = value;
@@ -209,8 +211,7 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "configure(): fail must be callable");
         return NULL;
     }
-    long not_ready, sync_flags;
-    long long spin_ns;
+    long long not_ready, sync_flags, spin_ns;
     if (!int_arg(args[3], INT_MIN, INT_MAX, "not_ready", &not_ready) ||
         !int_arg(args[4], 0, UINT_MAX, "sync_event_flags", &sync_flags))
         return NULL;
@@ -256,7 +257,7 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 static PyObject *lose(PyObject *self, PyObject *arg) {
     (void)self;
-    long status;
+    long long status;
     if (!int_arg(arg, INT_MIN, INT_MAX, "status", &status)) return NULL;
     if (status == 0) {
         PyErr_SetString(PyExc_ValueError, "lose(): 0 is success, not a lost device's status");
@@ -277,7 +278,7 @@ static PyObject *create(int slot, int destroy_slot, PyObject *const *args, Py_ss
                         const char *fn_name) {
     if (!arg_count(fn_name, nargs, 2)) return NULL;
     OPEN(slot);
-    long flags;
+    long long flags;
     if (!int_arg(args[0], 0, UINT_MAX, "flags", &flags)) return NULL;
     void *handle = NULL;
     status_t status = CALL(slot, create_fn)(&handle, (unsigned int)flags);
