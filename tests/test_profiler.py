@@ -367,7 +367,11 @@ def test_a_failed_readout_keeps_windows_for_the_next_collect(
 
 
 class FailingAdopt:
-    """The host backend, whose ``adopt_stream`` fails once ``fail`` is set (once)."""
+    """The host backend, whose ``adopt_stream`` fails once ``fail`` is set (once).
+
+    The fast path's methods are spelled out: ``isinstance`` against a runtime protocol looks
+    attributes up statically on CPython 3.12 and later, past ``__getattr__``.
+    """
 
     def __init__(self, inner: HostBackend) -> None:
         self._inner = inner
@@ -381,6 +385,15 @@ class FailingAdopt:
             self.fail = False
             raise DriverError("host", "adopt_stream", 1, "REFUSED", "refused for the test")
         return self._inner.adopt_stream(stream)
+
+    def event_record_new(self, stream: Any) -> Any:
+        return self._inner.event_record_new(stream)
+
+    def event_record_unless_capturing(self, event: Any, stream: Any) -> bool:
+        return self._inner.event_record_unless_capturing(event, stream)
+
+    def event_elapsed_many(self, starts: Any, ends: Any) -> list[int]:
+        return self._inner.event_elapsed_many(starts, ends)
 
 
 def test_a_failed_adopt_of_the_anchor_stream_is_tried_again_by_the_next_collect(
