@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -93,39 +94,46 @@ def test_a_decorated_call_that_raises_still_closes_its_window(api: HostBackend) 
 # -- one thread at a time ---------------------------------------------------------------------
 
 
-def test_a_second_thread_is_refused_while_one_is_inside_and_nothing_is_lost(
-    api: HostBackend,
-) -> None:
+@contextmanager
+def _on_a_stream_of_its_own(api: HostBackend) -> Iterator[tuple[EventProfiler[Any, Any], Any]]:
+    """A profiler on a stream the test creates, yielded with it; the stream is destroyed after."""
     stream = api.stream_create_non_blocking()
     try:
         with EventProfiler(api, stream) as prof:
-            prof.start("before").stop()
-            gate = _hold(api, stream)
-            prof.start("held").stop()  # its end waits behind the host function
-            collector = Waiter(prof.collect)  # blocks in the wait, inside the profiler
-            # The collector is inside collect() once the profiler refuses this thread.
-            deadline = time.monotonic() + JOIN_S
-            while True:
-                try:
-                    prof.start("racing").stop()
-                except EventStateError as exc:
-                    refused = str(exc)
-                    break
-                assert time.monotonic() < deadline, "the collector never entered collect()"
-            assert "EventProfiler.start refused" in refused
-            assert "EventProfiler.collect" in refused
-            with pytest.raises(EventStateError, match=r"summary refused.*collect"):
-                prof.summary()
-            gate.set()
-            collector.result()
-            # Every window that was stopped is read back, once: those before the refusals,
-            # and any "racing" one that got in before the collector did.
-            names = [span.name for span in prof.spans]
-            assert names[:2] == ["before", "held"]
-            assert set(names[2:]) <= {"racing"}
-            assert sum(stats.count for stats in prof.summary().values()) == len(names)
+            yield prof, stream
     finally:
         api.stream_destroy(stream)
+
+
+def test_a_second_thread_is_refused_while_one_is_inside_and_nothing_is_lost(
+    api: HostBackend,
+) -> None:
+    with _on_a_stream_of_its_own(api) as (prof, stream):
+        prof.start("before").stop()
+        gate = _hold(api, stream)
+        prof.start("held").stop()  # its end waits behind the host function
+        collector = Waiter(prof.collect)  # blocks in the wait, inside the profiler
+        # The collector is inside collect() once the profiler refuses this thread.
+        deadline = time.monotonic() + JOIN_S
+        while True:
+            try:
+                prof.start("racing").stop()
+            except EventStateError as exc:
+                refused = str(exc)
+                break
+            assert time.monotonic() < deadline, "the collector never entered collect()"
+        assert "EventProfiler.start refused" in refused
+        assert "EventProfiler.collect" in refused
+        with pytest.raises(EventStateError, match=r"summary refused.*collect"):
+            prof.summary()
+        gate.set()
+        collector.result()
+        # Every window that was stopped is read back, once: those before the refusals,
+        # and any "racing" one that got in before the collector did.
+        names = [span.name for span in prof.spans]
+        assert names[:2] == ["before", "held"]
+        assert set(names[2:]) <= {"racing"}
+        assert sum(stats.count for stats in prof.summary().values()) == len(names)
 
 
 def test_a_window_exit_refused_while_another_thread_collects_changes_nothing(
@@ -133,27 +141,23 @@ def test_a_window_exit_refused_while_another_thread_collects_changes_nothing(
 ) -> None:
     # A with block left by an exception abandons the windows still open inside it; while
     # another thread is inside the profiler that exit is refused, and so is the abandon.
-    stream = api.stream_create_non_blocking()
-    try:
-        with EventProfiler(api, stream) as prof:
-            gate = _hold(api, stream)
-            prof.start("held").stop()  # its end waits behind the host function
-            outer = prof.start("outer")
-            inner = prof.start("inner")
-            collector = Waiter(prof.collect)
-            assert blocked_in(collector.thread, "event_wait"), "the collector never waited"
-            error = ValueError("raised inside the with block")
-            with pytest.raises(EventStateError, match=r"Window.stop refused.*collect"):
-                outer.__exit__(ValueError, error, None)
-            assert not inner.stopped
-            assert not outer.stopped
-            gate.set()
-            collector.result()
-            inner.stop()
-            outer.stop()
-            assert [span.name for span in prof.collect()] == ["outer", "inner"]
-    finally:
-        api.stream_destroy(stream)
+    with _on_a_stream_of_its_own(api) as (prof, stream):
+        gate = _hold(api, stream)
+        prof.start("held").stop()  # its end waits behind the host function
+        outer = prof.start("outer")
+        inner = prof.start("inner")
+        collector = Waiter(prof.collect)
+        assert blocked_in(collector.thread, "event_wait"), "the collector never waited"
+        error = ValueError("raised inside the with block")
+        with pytest.raises(EventStateError, match=r"Window.stop refused.*collect"):
+            outer.__exit__(ValueError, error, None)
+        assert not inner.stopped
+        assert not outer.stopped
+        gate.set()
+        collector.result()
+        inner.stop()
+        outer.stop()
+        assert [span.name for span in prof.collect()] == ["outer", "inner"]
 
 
 def test_a_profiler_handed_to_another_thread_works_there(api: HostBackend) -> None:
