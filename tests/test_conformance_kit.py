@@ -178,6 +178,10 @@ def test_kit_fails_on_a_broken_backend(
     assert any(line.startswith(caught_by) for line in run.output.splitlines()), run.output
 
 
+# A step of the state machine on one of its events, as hypothesis prints the failing case.
+_SHRUNK_CALL = re.compile(r"state\.\w+\(event=events_\d+")
+
+
 @pytest.mark.parametrize(
     ("backend", "shows"),
     [
@@ -204,15 +208,16 @@ def test_state_machine_finds_a_bug_only_a_sequence_shows(
         )
         # A query's answer depends on timing, so a shrink can replay differently: hypothesis
         # then reports its data generation flaky and prints no calls. Another seed then.
-        if run.returncode != 0 and "state.record(event=events_" in run.output:
+        if run.returncode != 0 and _SHRUNK_CALL.search(run.output):
             break
     assert run.returncode == 1, run.output
     assert "FAILED test_state_machine.py::test_protocol_call_sequences_match_the_model" in (
         run.output
     )
     assert shows in run.output, run.output
-    # The shrunk sequence is printed as the calls that reproduce it.
-    assert "state.record(event=events_" in run.output, run.output
+    # The shrunk sequence is printed as the calls that reproduce it. Which calls depends on how
+    # far the shrink got (a record, a record again, a query on an event), so any rule on one.
+    assert _SHRUNK_CALL.search(run.output), run.output
 
 
 def test_state_machines_pass_on_correct_backends_with_a_larger_budget(tmp_path: Path) -> None:
