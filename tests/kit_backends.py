@@ -371,6 +371,42 @@ class BrokenSequenceLeakBackend(ThreadBackend):
 
 
 @final
+class BrokenCaptureBlindBackend(ThreadBackend):
+    """Says no stream is capturing, even one that is."""
+
+    def stream_is_capturing(self, stream: KitStream) -> bool:
+        self._stream(stream, "stream_is_capturing")
+        return False
+
+
+class _ReorderingStream(KitStream):
+    """A stream whose worker runs what piled up behind a finished item newest first."""
+
+    __slots__ = ()
+
+    def _drain(self) -> None:
+        while (item := self.queue.get()) is not None:
+            item()
+            backlog: list[Callable[[], object] | None] = []
+            while not self.queue.empty():
+                backlog.append(self.queue.get())
+            for queued in reversed(backlog):
+                if queued is None:
+                    return
+                queued()
+
+
+@final
+class BrokenReorderingBackend(ThreadBackend):
+    """Runs a stream's queued work out of order: what waited behind a held item, newest first."""
+
+    def stream_create_non_blocking(self) -> KitStream:
+        with self._lock:
+            self._streams += 1
+        return _ReorderingStream(self)
+
+
+@final
 class BrokenStaleStampBackend(ThreadBackend):
     """Keeps the stamp of an event's first record when the event is recorded again."""
 

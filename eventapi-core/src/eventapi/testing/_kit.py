@@ -13,7 +13,7 @@ import contextlib
 import importlib
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, TypeVar, final
 
 import pytest
@@ -410,6 +410,26 @@ class Kit:
         waiter = Waiter(name, lambda: fn(*args), holds, self.timeout)
         self._waiters.append(waiter)
         return waiter
+
+    @contextlib.contextmanager
+    def capturing(self, stream: Any) -> Iterator[None]:
+        """Run the block with ``stream`` capturing a graph, through the backend's own test aid.
+
+        Starting a capture on a real device needs a kernel to capture; a backend may instead
+        offer ``begin_capture(stream)`` and ``end_capture(stream)`` (the host backend does).
+        Skips the test, saying so, when it has not.
+        """
+        begin = getattr(self.api, "begin_capture", None)
+        end = getattr(self.api, "end_capture", None)
+        if not (callable(begin) and callable(end)):
+            pytest.skip(
+                f"the {self.api.BACKEND} backend has no begin_capture(stream) to start a capture"
+            )
+        self.call(begin, stream)
+        try:
+            yield
+        finally:
+            self.call(end, stream)
 
     def assert_unreached(self, event: Any, hold: Hold) -> None:
         """Fail unless ``event``, recorded behind ``hold``, is not reached yet.

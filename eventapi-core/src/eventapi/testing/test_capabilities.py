@@ -5,6 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
+
+from eventapi import CaptureError, EventFence
+
 from ._kit import BLOCK_WINDOW_S, Kit
 
 HOST_FUNCS = 5
@@ -30,6 +34,29 @@ def test_fresh_stream_is_not_capturing(eventapi_kit: Kit, eventapi_stream: objec
     assert eventapi_kit.call(api.stream_is_capturing, eventapi_stream) is False
     eventapi_kit.reached(eventapi_stream)
     assert eventapi_kit.call(api.stream_is_capturing, eventapi_stream) is False
+
+
+def test_a_capturing_stream_says_so_and_takes_no_fence(
+    eventapi_kit: Kit, eventapi_stream: object
+) -> None:
+    # What the capture check is for: a fence (or a window) recorded into a capture would time
+    # nothing, so EventFence.record refuses one there, and works again once the capture ended.
+    eventapi_kit.require("SupportsCaptureCheck")
+    api = eventapi_kit.api
+    with eventapi_kit.capturing(eventapi_stream):
+        assert eventapi_kit.call(api.stream_is_capturing, eventapi_stream) is True, (
+            "stream_is_capturing returned False for a stream that is capturing a graph"
+        )
+        with pytest.raises(CaptureError):
+            eventapi_kit.call(EventFence.record, api, eventapi_stream)
+    assert eventapi_kit.call(api.stream_is_capturing, eventapi_stream) is False, (
+        "stream_is_capturing still returned True after the capture ended"
+    )
+    fence = eventapi_kit.call(EventFence.record, api, eventapi_stream)
+    try:
+        eventapi_kit.call(fence.wait)
+    finally:
+        fence.close()
 
 
 def test_host_funcs_run_in_order_not_inline(eventapi_kit: Kit, eventapi_stream: object) -> None:
