@@ -983,7 +983,13 @@ def test_a_spinning_wait_yields_as_the_driver_documents_and_returns_when_reached
     done = _python(code, {**preload_env(kind), **env})
     assert done.returncode == 0, done.stderr
     took_long_enough, kept_a_core, yielded = done.stdout.split()
-    assert (took_long_enough, kept_a_core) == ("True", "True")
+    assert took_long_enough == "True", done.stdout
+    # A spin that never yields holds its core however busy the machine is. One that yields
+    # holds it only while nothing else wants it, which is what yielding is for: beside other
+    # work (`make test` runs interpreters at once) its share of a core is the scheduler's to
+    # give, and its yields show that it spun instead of sleeping.
+    if not yields:
+        assert kept_a_core == "True", done.stdout
     assert (int(yielded) > 0) is yields, done.stdout
 
 
