@@ -110,6 +110,32 @@ def test_a_stream_destroy_that_waits_for_host_functions_lets_them_run(kind: Driv
     assert result == {"ran": [True], "live": [0, 0]}
 
 
+# CUDA's cuStreamDestroy returns at once with work still queued, and the stream goes once that
+# work is done (the kit allows a destroy that waits too, as ROCm's may): the cuda backend's
+# destroy returns while a host function still holds the stream, and the work behind it runs.
+_DESTROY_RETURNS = """
+import json, threading
+import eventapi
+
+api = eventapi.backend("cuda")
+stream = api.stream_create_non_blocking()
+gate, done = threading.Event(), threading.Event()
+api.stream_launch_host_func(stream, lambda: gate.wait(5))
+api.stream_launch_host_func(stream, done.set)
+api.stream_destroy(stream)
+held = not gate.is_set() and not done.is_set()
+live = list(api.live_handles())
+gate.set()
+print(json.dumps({"returned_while_held": held, "live": live, "ran": done.wait(30)}))
+"""
+
+
+def test_a_cuda_stream_destroy_returns_while_its_work_is_held() -> None:
+    build()
+    result = run_json(_DESTROY_RETURNS, preload_env("cuda"))
+    assert result == {"returned_while_held": True, "live": [0, 0], "ran": True}
+
+
 # Integers the compiled calls take are range-checked: one that does not fit the C type the
 # driver takes raises instead of being cut down to one that does (2**32 | 1 to flags 1).
 _OUT_OF_RANGE = """
