@@ -1,6 +1,7 @@
 # make check   set up .venv and run the main job: the backend table and `eventapi check`
 # make test    set up .venv and run every test: ruff, mypy --strict, pytest, the conformance kit
-#              on host and on cuda and hip over the emulated drivers; then `make matrix`
+#              on host and on cuda and hip over the emulated drivers; and, at the same time,
+#              what `make matrix` runs
 # make matrix  pytest (less the single_interpreter tests) and the conformance kit on every other
 #              supported CPython (3.11 to 3.13), each in its own .venv-3.X; an interpreter not
 #              found is skipped with a message
@@ -20,7 +21,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra -Werror -std=c11
 EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
-.PHONY: all check test lint typecheck pytest conformance matrix fuzz soak emulated native bench docs dist clean
+.PHONY: all check test lint typecheck pytest conformance matrix suites fuzz soak emulated native bench docs dist clean
 
 all: test
 
@@ -95,10 +96,12 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # PYTEST_MARKERS selects by marker (pytest -m); the matrix leaves out the single_interpreter tests.
+# PYTEST_FLAGS adds options: the other interpreters' runs turn the cache off (they share it).
 PYTEST_MARKERS ?=
+PYTEST_FLAGS ?=
 
 pytest: $(STAMP) emulated
-	$(BIN)/python -m pytest -q $(if $(PYTEST_MARKERS),-m "$(PYTEST_MARKERS)")
+	$(BIN)/python -m pytest -q $(PYTEST_FLAGS) $(if $(PYTEST_MARKERS),-m "$(PYTEST_MARKERS)")
 
 # Each backend by name, as a user runs the kit, and once more from its class, which lets the kit
 # build a second backend object for the foreign-handle checks.
@@ -119,28 +122,19 @@ conformance: $(STAMP) emulated
 # the same two targets run, the tests marked single_interpreter left out: what they check does
 # not depend on the interpreter (the README lists them). Lint and type checks do not either.
 # MATRIX_REQUIRED=1 (as CI sets it) turns a missing interpreter into a failure.
+# tests/interpreters.sh says how: `matrix` tests the other interpreters one after another, and
+# `suites` (what `make test` runs) tests .venv's beside them, at the same time.
 MATRIX_VERSIONS ?= 3.11 3.12 3.13
 MATRIX_REQUIRED ?=
 PYENV_ROOT ?= $(HOME)/.pyenv
+INTERPRETERS := MAKE="$(MAKE)" BIN="$(BIN)" MATRIX_VERSIONS="$(MATRIX_VERSIONS)" \
+	MATRIX_REQUIRED="$(MATRIX_REQUIRED)" PYENV_ROOT="$(PYENV_ROOT)" tests/interpreters.sh
 
 matrix: $(STAMP) emulated
-	@set -e; \
-	main=$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
-	for v in $(MATRIX_VERSIONS); do \
-		if [ "$$v" = "$$main" ]; then continue; fi; \
-		py=""; \
-		for c in python$$v $(PYENV_ROOT)/versions/$$v.*/bin/python$$v; do \
-			if $$c -c 'import sys' >/dev/null 2>&1; then py=$$c; break; fi; \
-		done; \
-		if [ -z "$$py" ]; then \
-			echo "matrix: SKIPPED CPython $$v: no working python$$v on PATH or under $(PYENV_ROOT)/versions"; \
-			if [ -n "$(MATRIX_REQUIRED)" ]; then exit 1; fi; \
-			continue; \
-		fi; \
-		echo "matrix: CPython $$v ($$py) in .venv-$$v"; \
-		$(MAKE) --no-print-directory VENV=.venv-$$v PYTHON=$$py REQUIREMENTS=requirements-test.txt \
-			PYTEST_MARKERS="not single_interpreter" pytest conformance; \
-	done
+	@$(INTERPRETERS)
+
+suites: $(STAMP) emulated
+	@$(INTERPRETERS) --main
 
 # The site, with warnings as errors and every reference checked (-n): a broken link, a missing
 # page or a docstring reference that no longer resolves fails the build. -E rereads every page,
@@ -174,7 +168,7 @@ dist: $(STAMP)
 	rm build/dist/auditwheel.txt
 	$(BIN)/twine check --strict build/dist/*
 
-test: lint typecheck docs pytest conformance matrix
+test: lint typecheck docs suites
 
 # The kit's state machines with a longer budget, on every backend from its class (so handles
 # of a second backend object are among the random arguments): make fuzz FUZZ_EXAMPLES=5000

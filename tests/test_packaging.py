@@ -16,6 +16,8 @@ conformance kit on it: the public names and one entry point are enough to plug a
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import re
 import shutil
@@ -68,6 +70,19 @@ def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None =
 WHEEL_CACHE = ROOT / "build" / "test-wheels"
 
 
+@contextlib.contextmanager
+def one_at_a_time(cache: Path) -> Iterator[None]:
+    """Hold ``cache``'s lock while the block runs.
+
+    `make test` runs .venv's interpreter beside the others: the first one to need a cache
+    fills it while the others wait, and they find it filled.
+    """
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with (cache.parent / f".{cache.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with the three wheels, built by pip from copies of the folders.
@@ -77,6 +92,11 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     and pure wheels, as users get one build from an index. What the build printed is kept
     beside them in ``build-output.txt``.
     """
+    with one_at_a_time(WHEEL_CACHE):
+        return _built_wheels(tmp_path_factory)
+
+
+def _built_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = WHEEL_CACHE / sources_hash(*(ROOT / name for name in DISTRIBUTIONS))
     if (out / "build-output.txt").is_file():
         return out
@@ -104,13 +124,18 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def wheelhouse() -> Path:
     """build/wheelhouse holding, for this interpreter, pluggy and each major's cuda-bindings."""
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    with one_at_a_time(WHEELHOUSE):
+        _fill_wheelhouse(tag)
+    return WHEELHOUSE
+
+
+def _fill_wheelhouse(tag: str) -> None:
     for version in BINDINGS.values():
         wanted = (f"cuda_bindings-{version}-{tag}-*.whl", "cuda_pathfinder-*.whl", "pluggy-*.whl")
         if not all(list(WHEELHOUSE.glob(pattern)) for pattern in wanted):
             # With its dependencies (cuda-pathfinder); pluggy for eventapi-core.
             requirements = (f"cuda-bindings=={version}", "pluggy>=1.5,<2")
             run(sys.executable, "-m", "pip", "download", "-q", "-d", WHEELHOUSE, *requirements)
-    return WHEELHOUSE
 
 
 @pytest.fixture
