@@ -303,6 +303,46 @@ def test_handles_collected_with_their_backend_in_a_cycle_go_before_its_context(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_fault_a_binding_call_finds_stops_the_compiled_calls_too(kind: DriverName) -> None:
+    # The host-function launch goes through cuda-python or hip-python, the record through
+    # _native.c: a context lost in the first is lost to the second, which calls nothing.
+    record = "cuEventRecord" if kind == "cuda" else "hipEventRecord"
+    done = run(
+        f"""
+        import eventapi
+        from emulated_driver import load
+
+        emu = load({kind!r})
+        api = eventapi.backend({kind!r})
+        stream = api.stream_create_non_blocking()
+        event = api.event_create()
+        emu.set_sticky_error(700)  # an illegal address: the context is poisoned
+        try:
+            api.stream_launch_host_func(stream, lambda: None)
+        except eventapi.DriverError as exc:
+            print("launch", exc.code, "context is lost" in exc.message)
+        records = emu.calls({record!r})
+        try:
+            api.event_record(event, stream)
+        except eventapi.DriverError as exc:
+            print("record", exc.code, exc.call, "lost earlier" in exc.message)
+        print("records reaching the driver", emu.calls({record!r}) - records)
+        api.event_destroy(event)
+        api.stream_destroy(stream)
+        print("live", tuple(api.live_handles()))
+        """,
+        kind,
+    )
+    lines = [line for line in done.stdout.splitlines() if not line.startswith("LOG ")]
+    assert lines == [
+        "launch 700 True",
+        f"record 700 {record} True",
+        "records reaching the driver 0",
+        "live (0, 0)",
+    ], done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_sticky_device_fault_is_reported_once_and_then_fails_fast(kind: DriverName) -> None:
     record = "cuEventRecord" if kind == "cuda" else "hipEventRecord"
     destroy = "cuEventDestroy" if kind == "cuda" else "hipEventDestroy"
