@@ -130,11 +130,12 @@ PYENV_ROOT ?= $(HOME)/.pyenv
 INTERPRETERS := MAKE="$(MAKE)" BIN="$(BIN)" MATRIX_VERSIONS="$(MATRIX_VERSIONS)" \
 	MATRIX_REQUIRED="$(MATRIX_REQUIRED)" PYENV_ROOT="$(PYENV_ROOT)" tests/interpreters.sh
 
+# `+`: the script runs $(MAKE), which make cannot see on the line (-n and -j then reach it too).
 matrix: $(STAMP) emulated
-	@$(INTERPRETERS)
+	+@$(INTERPRETERS)
 
 suites: $(STAMP) emulated
-	@$(INTERPRETERS) --main
+	+@$(INTERPRETERS) --main
 
 # The site, with warnings as errors and every reference checked (-n): a broken link, a missing
 # page or a docstring reference that no longer resolves fails the build. -E rereads every page,

@@ -88,5 +88,7 @@ if [ ${#versions[@]} -gt 0 ]; then
     done
 fi
 if [ "$main_status" -ne 0 ]; then echo "FAILED on CPython $main (.venv)"; fi
-if [ "$others_status" -ne 0 ]; then echo "matrix: FAILED on CPython $(tr '\n' ' ' <"$logs/failed")"; fi
+if [ "$others_status" -ne 0 ]; then
+    echo "matrix: FAILED on CPython $(cat "$logs/failed" 2>/dev/null | tr '\n' ' ')"
+fi
 [ "$main_status" -eq 0 ] && [ "$others_status" -eq 0 ]

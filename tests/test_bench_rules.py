@@ -77,9 +77,9 @@ def test_a_call_longer_than_the_budget_is_flagged_with_its_range(host: HostBacke
 
 def test_the_run_goes_past_rep_ms_to_reach_six_readings(host: HostBackend) -> None:
     # 1 ms calls against rep_ms=2: one or two would fit; the longer run (20 ms) reaches the
-    # 6 of an interval even when a loaded machine stretches each call threefold.
+    # 6 of an interval even when a loaded machine stretches each call threefold. A run that
+    # stopped at rep_ms would read 2 and stop by time, or by the limit before it was reached.
     result = eventapi.bench(launch(host, 1_000_000), api=host, warmup_ms=0, rep_ms=2)
-    assert result.n > 2  # more than rep_ms alone buys
     if result.stopped_by == "time":
         assert result.n == 6
         assert result.noise_ns is not None

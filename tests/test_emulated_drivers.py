@@ -984,13 +984,17 @@ def test_a_spinning_wait_yields_as_the_driver_documents_and_returns_when_reached
     assert done.returncode == 0, done.stderr
     took_long_enough, kept_a_core, yielded = done.stdout.split()
     assert took_long_enough == "True", done.stdout
-    # A spin that never yields holds its core however busy the machine is. One that yields
-    # holds it only while nothing else wants it, which is what yielding is for: beside other
-    # work (`make test` runs interpreters at once) its share of a core is the scheduler's to
-    # give, and its yields show that it spun instead of sleeping.
+    # A spin that never yields is always ready to run, so it gets a fair share of a core on a
+    # busy machine too. One that yields holds its core only while nothing else wants it, which
+    # is what yielding is for: beside other work (`make test` runs interpreters at once) its
+    # share is the scheduler's to give. That it spun for the whole wait instead of sleeping is
+    # shown by its yields: one per look, thousands in the 20 ms, where a wait that sleeps
+    # after a look or two makes at most those.
     if not yields:
         assert kept_a_core == "True", done.stdout
-    assert (int(yielded) > 0) is yields, done.stdout
+        assert int(yielded) == 0, done.stdout
+    else:
+        assert int(yielded) >= 10, done.stdout
 
 
 def test_process_exits_with_streams_still_busy(

@@ -19,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,7 +137,13 @@ def _fill_wheelhouse(tag: str) -> None:
         if not all(list(WHEELHOUSE.glob(pattern)) for pattern in wanted):
             # With its dependencies (cuda-pathfinder); pluggy for eventapi-core.
             requirements = (f"cuda-bindings=={version}", "pluggy>=1.5,<2")
-            run(sys.executable, "-m", "pip", "download", "-q", "-d", WHEELHOUSE, *requirements)
+            # Into a folder of its own, then moved in whole: another interpreter's installs
+            # read the wheelhouse without the lock, and must never find half a wheel there.
+            with tempfile.TemporaryDirectory(dir=WHEELHOUSE.parent) as fresh:
+                run(sys.executable, "-m", "pip", "download", "-q", "-d", fresh, *requirements)
+                WHEELHOUSE.mkdir(exist_ok=True)
+                for wheel in Path(fresh).iterdir():
+                    os.replace(wheel, WHEELHOUSE / wheel.name)
 
 
 @pytest.fixture
