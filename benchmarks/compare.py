@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/compare.py [REV] [--pairs N] [--repeat N]
+    python benchmarks/compare.py [REV] [--pairs N] [--repeat N] [--mypyc MODULE ...]
 
 ``REV`` (default ``HEAD``) is any revision git knows. Its ``eventapi-core/src`` is exported
 into a temporary folder, and ``benchmarks/floor.py`` (the working tree's, so both sides run the
@@ -12,6 +12,12 @@ no-op, so the figures are the core's own Python (see ``floor.py``). The ratio is
 pair, working tree over REV: a machine whose speed drifts between pairs moves both sides of a
 pair alike, where it would move two separate runs apart. Prints each figure's median over the
 pairs and the median and range of the per-pair ratios.
+
+``--mypyc`` compiles the named modules of the working tree's core (paths under
+``eventapi-core/src``, such as ``eventapi/_profiling/_sketch.py``) with mypyc, in a copy, and
+runs that copy as the working tree's side: ``compare.py HEAD --mypyc ...`` on a clean checkout
+measures a compiled build against the pure one from the same source (docs/benchmarks.md, the
+compile trials). It needs mypy, which ``.venv`` has.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,6 +52,24 @@ def export(rev: str, into: Path) -> Path:
     return into / CORE
 
 
+def compiled(modules: list[str], into: Path) -> Path:
+    """The working tree's core copied under ``into``, ``modules`` compiled there by mypyc."""
+    copy = into / "compiled"
+    shutil.copytree(
+        REPO / CORE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.egg-info")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypyc", *modules],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"mypyc failed:\n{done.stdout}{done.stderr}")
+    return copy
+
+
 def figures(source: Path, repeat: int, out: Path) -> dict[str, dict[str, float]]:
     """floor.py's figures with ``source`` first on the path, in a fresh process."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), str(FLOOR.parent)]))
@@ -63,10 +88,14 @@ def main() -> None:
     parser.add_argument("rev", nargs="?", default="HEAD", help="the revision (default HEAD)")
     parser.add_argument("--pairs", type=int, default=5, help="process pairs (default 5)")
     parser.add_argument("--repeat", type=int, default=5, help="rounds per process (default 5)")
+    parser.add_argument(
+        "--mypyc", nargs="+", metavar="MODULE", default=[], help="compile these modules' copy"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = export(args.rev, Path(tmp))
-        sides = {args.rev: base, "working tree": REPO / CORE}
+        tree = compiled(args.mypyc, Path(tmp)) if args.mypyc else REPO / CORE
+        sides = {args.rev: base, "working tree": tree}
         runs: dict[str, list[dict[str, dict[str, float]]]] = {side: [] for side in sides}
         for _ in range(args.pairs):
             for side, source in sides.items():
