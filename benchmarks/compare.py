@@ -13,6 +13,10 @@ pair, working tree over REV: a machine whose speed drifts between pairs moves bo
 pair alike, where it would move two separate runs apart. Prints each figure's median over the
 pairs and the median and range of the per-pair ratios.
 
+``--instructions`` compares instructions per operation instead of times (``floor.py
+--instructions``, under valgrind): one pair, since a count does not drift with the machine, and
+a difference of a percent is real. It is how a small step is judged on a noisy machine.
+
 ``--mypyc`` compiles the named modules of the working tree's core (paths under
 ``eventapi-core/src``, such as ``eventapi/_profiling/_sketch.py``) with mypyc, in a copy, and
 runs that copy as the working tree's side: ``compare.py HEAD --mypyc ...`` on a clean checkout
@@ -70,11 +74,12 @@ def compiled(modules: list[str], into: Path) -> Path:
     return copy
 
 
-def figures(source: Path, repeat: int, out: Path) -> dict[str, dict[str, float]]:
+def figures(source: Path, repeat: int, out: Path, counted: bool) -> dict[str, dict[str, float]]:
     """floor.py's figures with ``source`` first on the path, in a fresh process."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), str(FLOOR.parent)]))
+    how = ["--instructions"] if counted else ["--repeat", str(repeat)]
     subprocess.run(
-        [sys.executable, str(FLOOR), "--repeat", str(repeat), "--json", str(out)],
+        [sys.executable, str(FLOOR), *how, "--json", str(out)],
         env=env,
         check=True,
         capture_output=True,
@@ -91,19 +96,30 @@ def main() -> None:
     parser.add_argument(
         "--mypyc", nargs="+", metavar="MODULE", default=[], help="compile these modules' copy"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="compare instructions per operation (floor.py --instructions, valgrind), one pair",
+    )
     args = parser.parse_args()
+    pairs = 1 if args.instructions else args.pairs  # a count is the same in every pair
+    units = ("window_instructions", "fence_instructions") if args.instructions else None
     with tempfile.TemporaryDirectory() as tmp:
         base = export(args.rev, Path(tmp))
         tree = compiled(args.mypyc, Path(tmp)) if args.mypyc else REPO / CORE
         sides = {args.rev: base, "working tree": tree}
         runs: dict[str, list[dict[str, dict[str, float]]]] = {side: [] for side in sides}
-        for _ in range(args.pairs):
+        for _ in range(pairs):
             for side, source in sides.items():
-                runs[side].append(figures(source, args.repeat, Path(tmp) / "figures.json"))
-    print(f"the core's Python, every driver call a no-op: median of {args.pairs} process pairs")
+                out = Path(tmp) / "figures.json"
+                runs[side].append(figures(source, args.repeat, out, args.instructions))
+    what = "instructions per operation" if args.instructions else f"median of {pairs} process pairs"
+    print(f"the core's Python, every driver call a no-op: {what}")
     print(f"{'':38}{args.rev:>14}{'working tree':>14}   ratio per pair: median (range)")
     old, new = runs[args.rev], runs["working tree"]
-    for kind, label in (("window_us", "window"), ("fence_us", "fence")):
+    kinds = units or ("window_us", "fence_us")
+    unit = "" if units else " us"
+    for kind, label in zip(kinds, ("window", "fence"), strict=True):
         for name in old[0][kind]:
             if name == "floor":
                 continue
@@ -111,8 +127,8 @@ def main() -> None:
             after = [run[kind][name] for run in new]
             ratios = sorted(a / b for a, b in zip(after, before, strict=True))
             print(
-                f"{label + ', ' + name:38}{statistics.median(before):>11.2f} us"
-                f"{statistics.median(after):>11.2f} us   {statistics.median(ratios):.2f}x "
+                f"{label + ', ' + name:38}{statistics.median(before):>11.2f}{unit}"
+                f"{statistics.median(after):>11.2f}{unit}   {statistics.median(ratios):.3f}x "
                 f"({ratios[0]:.2f}-{ratios[-1]:.2f})"
             )
 

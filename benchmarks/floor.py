@@ -26,8 +26,15 @@ import argparse
 import gc
 import itertools
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import eventapi
@@ -214,38 +221,129 @@ def best_of(fns: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]
     return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7, help="interleaved rounds (default 7)")
-    parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args()
+def workloads() -> dict[str, dict[str, Callable[[], None]]]:
+    """Every workload, by kind (window, fence) and by name; each call runs one timed round."""
     bare, noop = Bare(), NoopDriver()
-    window_s = best_of(
-        {
+    return {
+        "window": {
             "floor": floor_windows,
             "eventapi, bare protocol": eventapi_windows(bare),
             "eventapi, driverkit": eventapi_windows(noop),
         },
-        args.repeat,
-    )
-    fence_s = best_of(
-        {
+        "fence": {
             "floor": floor_fences,
             "eventapi, bare protocol": eventapi_fences(bare),
             "eventapi, driverkit": eventapi_fences(noop),
         },
-        args.repeat,
+    }
+
+
+OPERATIONS: Final = {"window": ROUNDS * WINDOWS, "fence": FENCES}  # per round
+
+
+# -- instructions, counted by valgrind -----------------------------------------------------------
+#
+# A timed figure on a shared two-core machine moves by tens of percent between runs; the number
+# of instructions a round executes moves by well under one percent, loaded machine or not, so
+# two versions of the core that differ by a few percent can be told apart. Each workload runs
+# in a process of its own under callgrind, once with one round and once with three after the
+# same warm-up round: the difference of the two totals over two rounds' operations is the cost
+# of an operation, start-up and imports cancelled. An instruction is not a nanosecond (the
+# interpreter's dispatch runs many cheap ones, a cache miss costs none): read these counts to
+# compare the core with itself, and the timed figures to compare it with anything else.
+
+_TOTALS: Final = re.compile(r"^totals:\s+(\d+)", re.MULTILINE)
+
+
+def _run_rounds(kind: str, name: str, rounds: int) -> None:
+    run = workloads()[kind][name]
+    for _ in range(1 + rounds):  # one round to warm up
+        run()
+
+
+def _count(kind: str, name: str, rounds: int, scratch: Path) -> int:
+    out = scratch / "callgrind.out"
+    subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            __file__,
+            "--rounds",
+            kind,
+            name,
+            str(rounds),
+        ],
+        env=dict(os.environ, PYTHONHASHSEED="0"),  # the same dict layouts in every run
+        capture_output=True,
+        check=True,
     )
+    found = _TOTALS.search(out.read_text(encoding="utf-8"))
+    if found is None:
+        raise RuntimeError(f"callgrind wrote no totals into {out}")
+    return int(found.group(1))
+
+
+def instructions() -> dict[str, dict[str, float]]:
+    """Instructions per operation of every workload (see the comment above)."""
+    counted: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="eventapi-floor-") as tmp:
+        for kind, by_name in workloads().items():
+            counted[kind] = {
+                name: (_count(kind, name, 3, Path(tmp)) - _count(kind, name, 1, Path(tmp)))
+                / (2 * OPERATIONS[kind])
+                for name in by_name
+            }
+    return counted
+
+
+def _print_instructions(json_path: str | None) -> None:
+    if shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    counted = instructions()
+    print("instructions per operation, every driver call a no-op (valgrind callgrind)")
+    print(f"{'':28}{'window (open+stop, collect/100)':>34}{'fence (record, wait, close)':>30}")
+    for name in counted["window"]:
+        w, f = counted["window"][name], counted["fence"][name]
+        w_ratio, f_ratio = w / counted["window"]["floor"], f / counted["fence"]["floor"]
+        print(f"{name:28}{w:>27,.0f} ({w_ratio:4.1f}x){f:>23,.0f} ({f_ratio:4.1f}x)")
+    if json_path:
+        figures = {"window_instructions": counted["window"], "fence_instructions": counted["fence"]}
+        Path(json_path).write_text(json.dumps(figures, indent=2), encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7, help="interleaved rounds (default 7)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per operation under valgrind instead of timing",
+    )
+    parser.add_argument("--rounds", nargs=3, metavar=("KIND", "NAME", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rounds:
+        kind, name, rounds = args.rounds
+        _run_rounds(kind, name, int(rounds))
+        return
+    if args.instructions:
+        _print_instructions(args.json)
+        return
+    by_kind = workloads()
+    window_s = best_of(by_kind["window"], args.repeat)
+    fence_s = best_of(by_kind["fence"], args.repeat)
     figures: dict[str, dict[str, float]] = {"window_us": {}, "fence_us": {}}
     print(f"host cost in Python, every driver call a no-op (best of {args.repeat} rounds)")
     print(f"{'':28}{'window (open+stop, collect/100)':>34}{'fence (record, wait, close)':>30}")
     for name in window_s:
-        w = window_s[name] / (ROUNDS * WINDOWS) * 1e6
-        f = fence_s[name] / FENCES * 1e6
+        w = window_s[name] / OPERATIONS["window"] * 1e6
+        f = fence_s[name] / OPERATIONS["fence"] * 1e6
         figures["window_us"][name] = w
         figures["fence_us"][name] = f
-        w_ratio = w / (window_s["floor"] / (ROUNDS * WINDOWS) * 1e6)
-        f_ratio = f / (fence_s["floor"] / FENCES * 1e6)
+        w_ratio = w / (window_s["floor"] / OPERATIONS["window"] * 1e6)
+        f_ratio = f / (fence_s["floor"] / OPERATIONS["fence"] * 1e6)
         print(f"{name:28}{w:>24.2f} us ({w_ratio:4.1f}x){f:>20.2f} us ({f_ratio:4.1f}x)")
     if args.json:
         with open(args.json, "w") as out:
