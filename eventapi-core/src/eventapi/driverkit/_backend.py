@@ -412,23 +412,39 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._ensure_thread("event_record_new")
         # Counted before any driver call and given its handle by it (see event_create).
         event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
-        # With a spare driver event there is no create: the check, the take and the record are
-        # one section of the lock, held across two quick calls as in
-        # event_record_unless_capturing. The spare is stored in the wrapper before it leaves the
-        # list, with no call between (an interrupt finds it in one place or the other).
+        # With a spare driver event there is no create: the take, then the check and the record
+        # in one call (_raw_event_record_unless_capturing), in one section of the lock, held
+        # across that quick call as in event_record_unless_capturing.
         with self._lock:
             if stream._closed:
                 self._refuse_closed(stream, "event_record_new")
-            if self._raw_stream_is_capturing(stream._raw):
-                return None
             spares = self._spares
             if spares:
+                # The spare is stored in the wrapper before it leaves the list, with no call
+                # between (no signal handler runs there): an interrupt finds it in one place or
+                # the other. A failed check or record sends it to the driver (_record_failed).
                 self._live_events += 1
                 event._closed = False
-                event._raw = spares[-1]
+                event._raw = raw = spares[-1]
                 del spares[-1]
-                self._record_new(event, stream._raw)
-                return event
+                try:
+                    recorded = self._raw_event_record_unless_capturing(raw, stream._raw)
+                except BaseException:
+                    self._record_failed(event)
+                    raise
+                if recorded:
+                    event._recorded = True
+                    event._spare = True
+                    return event
+                # Capturing: nothing was recorded, so the spare goes back as it was, and the
+                # wrapper is closed and uncounted first (its finalizer then releases nothing).
+                event._closed = True
+                event._users = -1
+                self._live_events -= 1
+                spares.append(raw)
+                return None
+            if self._raw_stream_is_capturing(stream._raw):
+                return None
             stream._users += 1  # the create runs outside the lock; the stream is held
         try:
             self._open(event)
@@ -447,20 +463,24 @@ class DriverBackend(ABC, Generic[RE, RS]):
         try:
             self._raw_event_record(event._raw, raw_stream)
         except BaseException:
-            try:
-                self._close(event)
-            except Exception:
-                _log.warning(
-                    "%s: destroying %r after its record failed did not succeed; the event "
-                    "is abandoned",
-                    self.BACKEND,
-                    event,
-                    exc_info=True,
-                )
+            self._record_failed(event)
             raise
         event._recorded = True
         # Only now: a driver event that a record failed on goes back to the driver.
         event._spare = self.SPARE_EVENTS > 0
+
+    def _record_failed(self, event: Event[RE]) -> None:
+        # The record of event_record_new's event failed: its driver event goes back to the
+        # driver, not to the spares (a record failed on it), so nothing leaks; never raises.
+        try:
+            self._close(event)
+        except Exception:
+            _log.warning(
+                "%s: destroying %r after its record failed did not succeed; the event is abandoned",
+                self.BACKEND,
+                event,
+                exc_info=True,
+            )
 
     def event_record_unless_capturing(self, event: Event[RE], stream: Stream[RS]) -> bool:
         """Unless ``stream`` is capturing a graph, record ``event`` into it; True when recorded.
