@@ -359,7 +359,7 @@ class EventFence(SingleOwner, Generic[E, S]):
             return
         self._closed = True
         self._keep_alive = None
-        if not self._calls and self._claim_destroy():
+        if not self._calls and _take(self._unclaimed):  # see _claim_destroy
             _destroy_logged(self._api, self._event, "on close")
 
     def __enter__(self) -> EventFence[E, S]:

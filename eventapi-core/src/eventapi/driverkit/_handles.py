@@ -132,9 +132,15 @@ class Event(_Handle, Generic[RE]):
 
     def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
         # Safety net for an event dropped without event_destroy, or whose destroy an interrupt
-        # left owed (see DriverBackend._collect); never raises.
-        owner = getattr(self, "_owner", None)
-        if owner is not None and getattr(self, "_users", -1) != -1 and not _finalizing():
+        # left owed (see DriverBackend._collect); never raises. Every fence's event comes
+        # here, released already (_users -1): that case returns first, reading one slot.
+        try:
+            if self._users == -1:
+                return
+            owner = self._owner
+        except AttributeError:  # an __init__ that never ran, or was interrupted
+            return
+        if owner is not None and not _finalizing():
             owner._collect(self)
 
 
