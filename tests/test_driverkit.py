@@ -606,7 +606,7 @@ def test_the_fast_path_takes_the_objects_own_handles_and_refuses_every_other(
 
     for bad_event, bad_stream in ((theirs, stream), (event, theirs_stream), (event, 7)):
         with pytest.raises(EventStateError, match=r"not (an event|a stream) of this"):
-            api.event_record_unless_capturing(bad_event, bad_stream)  # type: ignore[arg-type]
+            api.event_record_unless_capturing(bad_event, bad_stream)
     with pytest.raises(EventStateError, match="not a stream of this"):
         api.event_record_new(theirs_stream)
     for starts, ends in (([event], [theirs]), ([fresh], [event]), ([event, theirs], [event] * 2)):

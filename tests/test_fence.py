@@ -968,7 +968,7 @@ def test_a_negative_timeout_is_refused_as_the_standard_library_refuses_it(
 
 def test_a_refusal_names_the_call_the_user_made(host: HostBackend) -> None:
     with pytest.raises(EventStateError, match=r"^EventFence\.record\(api, stream\): .*12345"):
-        EventFence.record(host, 12345)  # type: ignore[misc]
+        EventFence.record(host, 12345)
     with pytest.raises(EventStateError, match=r"^EventProfiler\(api, stream\): .*12345"):
-        EventProfiler(host, 12345)  # type: ignore[misc]
+        EventProfiler(host, 12345)
     assert host.live_handles() == (0, 0)

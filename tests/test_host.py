@@ -575,9 +575,9 @@ def test_an_injected_fault_fails_the_next_call_before_it_does_anything(
 
         result = calls[method]()  # the fault is spent: the same call now works
         if method == "event_create":
-            host.event_destroy(result)  # type: ignore[arg-type]
+            host.event_destroy(result)
         elif method == "stream_create_non_blocking":
-            host.stream_destroy(result)  # type: ignore[arg-type]
+            host.stream_destroy(result)
     for event in (start, end, spare):
         host.event_destroy(event)
     host.stream_destroy(stream)

@@ -16,9 +16,9 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, Generic, NoReturn, TypeVar, cast, final
+from typing import Any, ClassVar, Final, Generic, NoReturn, TypeVar, cast, final
 
 from ._errors import CaptureError, DriverError, EventStateError, UnsupportedError
 from ._gil import release_gil
@@ -58,6 +58,8 @@ _POLL_MAX_S = 1e-3
 # wait that outlasts it burns at most those 100 us of CPU (0.2 % of a 50 ms wait), where the
 # driver's spin would burn all of it.
 _SPIN_NS = 100_000
+
+_RECORD: Final = object()  # EventFence.record's token for EventFence.__init__
 
 
 @final
@@ -114,8 +116,17 @@ class EventFence(SingleOwner, Generic[E, S]):
     _closed: bool
     _reached: bool  # observed reached; it stays reached, so later waits return at once
 
-    def __init__(self) -> None:
-        raise TypeError("EventFence has no public constructor; use EventFence.record(api, stream)")
+    # sys.is_finalizing, read from the class by __del__, which must read no module global at
+    # interpreter shutdown (see eventapi.driverkit._handles).
+    _is_finalizing: ClassVar[Callable[[], bool]] = sys.is_finalizing
+
+    def __init__(self, _token: object = None) -> None:
+        # record() passes _RECORD and sets every slot itself; a fence is never built otherwise.
+        # (Not object.__new__(cls) there: the compiled build's native class refuses it.)
+        if _token is not _RECORD:
+            raise TypeError(
+                "EventFence has no public constructor; use EventFence.record(api, stream)"
+            )
 
     @classmethod
     def record(
@@ -153,7 +164,7 @@ class EventFence(SingleOwner, Generic[E, S]):
             # call the user made and what it was given.
             exc.add_note(f"raised by EventFence.record(api, stream={stream!r})")
             raise
-        fence: EventFence[E, S] = object.__new__(cls)
+        fence: EventFence[E, S] = cls(_RECORD)
         fence._api = api
         fence._event = event
         fence._query = cast("SupportsEventQuery[E]", api) if capable.event_query else None
@@ -380,7 +391,7 @@ class EventFence(SingleOwner, Generic[E, S]):
             unclaimed = self._unclaimed
         except AttributeError:  # the refused public constructor: nothing was created
             return
-        if not unclaimed or sys.is_finalizing():
+        if not unclaimed or type(self)._is_finalizing():
             return
         unclaimed.pop()
         _destroy_logged(self._api, self._event, "when the unclosed fence was garbage collected")

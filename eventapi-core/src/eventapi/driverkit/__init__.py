@@ -102,14 +102,9 @@ from __future__ import annotations
 # true and see the imports; it is deleted below, so it is not public.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._backend import (
-        CaptureCheckMixin,
-        DriverBackend,
-        EventQueryMixin,
-        HostFuncMixin,
-        release_spare_events,
-    )
+    from ._backend import DriverBackend, release_spare_events
     from ._calls import DriverCalls, foreign_stream_handle, launch_host_func, ms_to_ns
+    from ._capabilities import CaptureCheckMixin, EventQueryMixin, HostFuncMixin
     from ._handles import Event, LiveHandles, Stream
     from .probe import c_int_out, open_driver_library
 else:
@@ -146,12 +141,12 @@ __all__ = [
 
 # Where each public name is defined: the same list as the imports above, read at run time.
 _WHERE = {
-    "CaptureCheckMixin": "_backend",
+    "CaptureCheckMixin": "_capabilities",
     "DriverBackend": "_backend",
     "DriverCalls": "_calls",
     "Event": "_handles",
-    "EventQueryMixin": "_backend",
-    "HostFuncMixin": "_backend",
+    "EventQueryMixin": "_capabilities",
+    "HostFuncMixin": "_capabilities",
     "LiveHandles": "_handles",
     "Stream": "_handles",
     "c_int_out": "probe",

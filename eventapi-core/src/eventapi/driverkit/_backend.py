@@ -15,30 +15,18 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 
+from .._compiled import mypyc_attr
 from .._errors import CaptureError, DriverError, EventStateError
 from ._handles import NO_RAW as _NO_RAW
 from ._handles import RE, RS, Event, LiveHandles, Stream, _Handle, raw_store
 
-if TYPE_CHECKING:
-    from .._protocol import (
-        EventApi,
-        SupportsCaptureCheck,
-        SupportsEventQuery,
-        SupportsFastPath,
-        SupportsHostFunc,
-    )
-
-__all__ = [
-    "CaptureCheckMixin",
-    "DriverBackend",
-    "EventQueryMixin",
-    "HostFuncMixin",
-    "release_spare_events",
-]
+__all__ = ["DriverBackend", "release_spare_events"]
 
 _log = logging.getLogger("eventapi")
+
+H = TypeVar("H", bound=_Handle)
 
 
 # Every DriverBackend object alive, so that a forked child can mark the parent's unusable.
@@ -74,6 +62,8 @@ def release_spare_events(backend: DriverBackend[Any, Any]) -> None:
     backend._release_spares()
 
 
+# Compiled, a native class that backends (interpreted) subclass.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DriverBackend(ABC, Generic[RE, RS]):
     """The :class:`~eventapi.EventApi` protocol implemented once over ``_raw_*`` driver calls.
 
@@ -91,7 +81,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
     streams wait on one.
     """
 
-    BACKEND: str
+    BACKEND: ClassVar[str]
+
+    # sys.is_finalizing, read from the class by the finalizers of this object and of its
+    # handles, which must read no module global at interpreter shutdown (see _handles).
+    _is_finalizing: ClassVar[Callable[[], bool]] = sys.is_finalizing
 
     SPARE_EVENTS: ClassVar[int] = 0
     """How many driver events of closed fences an object keeps for the next fences (0: none).
@@ -291,7 +285,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             raise
         return event
 
-    def event_destroy(self, event: Event[RE]) -> None:
+    def event_destroy(self, event: Event[RE] | object) -> None:
         """Release an event; a second call is a no-op. Deferred while another call uses it.
 
         A destroy the driver refuses still leaves the event closed and uncounted (it is never
@@ -323,10 +317,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._spares.append(event._raw)
         return True
 
-    def event_record(self, event: Event[RE], stream: Stream[RS] | object) -> None:
+    def event_record(self, event: Event[RE] | object, stream: Stream[RS] | object) -> None:
         """Enqueue the event's timestamp on ``stream``."""
         handle = self._stream(stream, "event_record")
-        self._check_owner(event, "event_record", Event)
+        event = self._own(event, "event_record", Event)
         self._enter_both(handle, event, "event_record")
         try:
             event._reached = False
@@ -335,35 +329,37 @@ class DriverBackend(ABC, Generic[RE, RS]):
         finally:
             self._leave_both(handle, event)
 
-    def event_wait(self, event: Event[RE]) -> None:
+    def event_wait(self, event: Event[RE] | object) -> None:
         """Block until the device reached ``event``; releases the GIL.
 
         ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
         """
         owner = self._enter_event(event, "event_wait")
+        event = cast("Event[RE]", event)  # _enter_event refused anything else
         try:
             owner._raw_event_wait(event._raw)
             event._reached = True
         finally:
             owner._leave(event)
 
-    def event_elapsed(self, start: Event[RE], end: Event[RE]) -> int:
+    def event_elapsed(self, start: Event[RE] | object, end: Event[RE] | object) -> int:
         """Device nanoseconds from ``start`` to ``end``, clamped at 0."""
-        self._check_recorded(start, "event_elapsed")
-        self._check_recorded(end, "event_elapsed")
+        start = self._recorded(start, "event_elapsed")
+        end = self._recorded(end, "event_elapsed")
         self._enter_both(start, end, "event_elapsed")
         try:
             return max(0, self._raw_event_elapsed_ns(start._raw, end._raw))
         finally:
             self._leave_both(start, end)
 
-    def stream_wait_event(self, stream: Stream[RS] | object, event: Event[RE]) -> None:
+    def stream_wait_event(self, stream: Stream[RS] | object, event: Event[RE] | object) -> None:
         """Make ``stream`` wait for ``event`` on the device; the host does not block.
 
         ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
         """
         handle = self._stream(stream, "stream_wait_event")
         owner = self._event_owner(event, "stream_wait_event")
+        event = cast("Event[RE]", event)  # _event_owner refused anything else
         if owner is self:  # the common case: both handles under one acquisition of the lock
             self._enter_both(handle, event, "stream_wait_event")
             try:
@@ -396,7 +392,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
     # handles only and checks each once: the same checks and results as the plain calls they
     # fuse (the conformance kit compares the two).
 
-    def event_record_new(self, stream: Stream[RS]) -> Event[RE] | None:
+    def event_record_new(self, stream: Stream[RS] | object) -> Event[RE] | None:
         """Create an event and record it into ``stream``: what a fence does, in one call.
 
         The same as ``stream_is_capturing(stream)`` (with :class:`CaptureCheckMixin`),
@@ -482,7 +478,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 exc_info=True,
             )
 
-    def event_record_unless_capturing(self, event: Event[RE], stream: Stream[RS]) -> bool:
+    def event_record_unless_capturing(
+        self, event: Event[RE] | object, stream: Stream[RS] | object
+    ) -> bool:
         """Unless ``stream`` is capturing a graph, record ``event`` into it; True when recorded.
 
         The same as ``stream_is_capturing(stream)`` (with :class:`CaptureCheckMixin`; without,
@@ -559,9 +557,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
             with self._lock:
                 if lost is not None:
                     self._spares.clear()  # the driver frees them with the context
-                if not self._spares:
-                    break
-                raw = self._spares.pop()
+                spares = len(self._spares)
+                if spares:
+                    raw = self._spares.pop()
+            if not spares:  # out of the with: mypyc compiles no break inside one
+                break
             try:
                 self._raw_event_destroy(raw)
             except Exception:
@@ -569,12 +569,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if lost is not None:
             self._log_lost_once(lost)
 
-    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+    def __del__(self) -> None:
         # Every handle holds its backend object, so no fence takes a spare any more; one whose
         # event is collected with this object (a reference cycle) destroys it directly.
         if not hasattr(self, "_spares"):  # __init__ never ran
             return
-        if _finalizing():
+        if type(self)._is_finalizing():
             return  # the driver frees what is left at exit
         with self._lock:
             self._finalized = True
@@ -599,7 +599,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             raise
         return stream
 
-    def stream_destroy(self, stream: Stream[RS]) -> None:
+    def stream_destroy(self, stream: Stream[RS] | object) -> None:
         """Release a stream this backend created; a second call is a no-op.
 
         The work queued on the stream still completes; the destroy returns without waiting
@@ -608,7 +608,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         uncounted, and raises
         the :class:`~eventapi.DriverError`.
         """
-        self._check_owner(stream, "stream_destroy", Stream)
+        stream = self._own(stream, "stream_destroy", Stream)
         if not stream._owned:
             raise EventStateError(
                 f"{self.BACKEND}: stream_destroy refused {stream!r}: eventapi did not create it, "
@@ -657,13 +657,13 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._leave(handle)
 
     @contextmanager
-    def _hold_event(self, event: Event[RE], call: str) -> Iterator[RE]:
+    def _hold_event(self, event: object, call: str) -> Iterator[RE]:
         """Hold a recorded ``event`` of this object for the ``with`` block; yields its raw handle.
 
         A closed, foreign or never-recorded event is refused with
         :class:`~eventapi.EventStateError` naming ``call``.
         """
-        self._check_recorded(event, call)
+        event = self._recorded(event, call)
         raw: RE = self._enter(event, call)
         try:
             yield raw
@@ -721,9 +721,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._live_streams -= 1
         self._after_uncount()
 
-    def _check_owner(self, handle: object, call: str, kind: type[_Handle]) -> None:
+    def _own(self, handle: object, call: str, kind: type[H]) -> H:
+        # ``handle`` as this object's handle of ``kind``; anything else is refused.
         if type(handle) is not kind or handle._owner is not self:
             self._refuse_foreign(handle, call, kind)
+        return handle
 
     def _refuse_foreign(self, handle: object, call: str, kind: type[_Handle]) -> NoReturn:
         what = "an event" if kind is Event else "a stream"
@@ -764,10 +766,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
             )
         return Stream(raw, self, owned=False)
 
-    def _check_recorded(self, event: Event[RE], call: str) -> None:
-        self._check_owner(event, call, Event)
-        if not event._recorded:
-            self._refuse_unrecorded(event, call)
+    def _recorded(self, event: object, call: str) -> Event[RE]:
+        # ``event`` as a recorded event of this object; anything else is refused.
+        checked: Event[RE] = self._own(event, call, Event)
+        if not checked._recorded:
+            self._refuse_unrecorded(checked, call)
+        return checked
 
     def _refuse_unrecorded(self, event: Event[Any], call: str) -> NoReturn:
         if event._closed:
@@ -777,24 +781,28 @@ class DriverBackend(ABC, Generic[RE, RS]):
             "nothing to wait for or time; call event_record(event, stream) first"
         )
 
-    def _event_owner(self, event: Event[RE], call: str) -> DriverBackend[RE, Any]:
+    def _event_owner(self, event: object, call: str) -> DriverBackend[RE, Any]:
         # The object whose bookkeeping guards a recorded event: this one, or a sibling device's.
+        # Anything else is refused, so the caller may take ``event`` for an Event from here.
         if type(event) is Event and event._owner is self:
             if not event._recorded:
                 self._refuse_unrecorded(event, call)
             return self
-        owner = event._owner if type(event) is Event else None
-        if owner is None or not self._shares_handles_with(owner):
+        if type(event) is not Event or event._owner is None:
+            self._refuse_foreign(event, call, Event)
+        owner = event._owner
+        if not self._shares_handles_with(owner):
             self._refuse_foreign(event, call, Event)
         if not event._recorded:
             owner._refuse_unrecorded(event, call)
         return owner
 
-    def _enter_event(self, event: Event[RE], call: str) -> DriverBackend[RE, Any]:
+    def _enter_event(self, event: object, call: str) -> DriverBackend[RE, Any]:
         # Enters a recorded event for a one-event call; returns the object to make the raw call
-        # on and to leave through (a sibling's event is waited on by its own object).
+        # on and to leave through (a sibling's event is waited on by its own object). Anything
+        # else is refused, so the caller may take ``event`` for an Event from here.
         owner = self._event_owner(event, call)
-        owner._enter(event, call)
+        owner._enter(cast("Event[Any]", event), call)
         return owner
 
     # A call holds each handle it uses from _enter to _leave, so that a destroy from another
@@ -969,19 +977,22 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._forked = True
         self._spares.clear()  # the parent's: never destroyed here
 
+    # -- the optional capabilities, spelled here and named by the classes that add them -------
+    #
+    # EventQueryMixin, CaptureCheckMixin and HostFuncMixin (in _capabilities) give a subclass
+    # event_query, stream_is_capturing and stream_launch_host_func by naming these methods, so
+    # that the compiled build of the core runs them natively: a class that a backend lists in
+    # its bases beside others cannot be a native class, while this one can.
 
-class EventQueryMixin(DriverBackend[RE, RS]):
-    """Adds :class:`~eventapi.SupportsEventQuery` (``event_query``) to a :class:`DriverBackend`.
-
-    List it before ``DriverBackend`` in the class's bases and spell
-    :meth:`_raw_event_query`.
-    """
-
-    @abstractmethod
     def _raw_event_query(self, event: RE) -> bool:
-        """True when the device reached ``event``'s latest record; never blocks."""
+        """True when the device reached ``event``'s latest record; spelled with EventQueryMixin."""
+        raise NotImplementedError(f"{self.BACKEND}: _raw_event_query (see EventQueryMixin)")
 
-    def event_query(self, event: Event[RE]) -> bool:
+    def _raw_launch_host_func(self, stream: RS, fn: Callable[[], object]) -> None:
+        """Enqueue ``fn()`` on ``stream``; spelled with HostFuncMixin."""
+        raise NotImplementedError(f"{self.BACKEND}: _raw_launch_host_func (see HostFuncMixin)")
+
+    def _event_query(self, event: Event[RE] | object) -> bool:
         """True when the device reached ``event``; never blocks.
 
         ``event`` may be a sibling device's (see :meth:`DriverBackend._shares_handles_with`).
@@ -1000,29 +1011,17 @@ class EventQueryMixin(DriverBackend[RE, RS]):
                     event._reached = True
             return reached
         owner = self._enter_event(event, "event_query")
+        checked = cast("Event[RE]", event)  # _enter_event refused anything else
         try:
             # A sibling of an object with this capability has it too: one driver, one class.
-            theirs: bool = owner._raw_event_query(event._raw)  # type: ignore[attr-defined]
+            theirs = owner._raw_event_query(checked._raw)
             if theirs:
-                event._reached = True
+                checked._reached = True
             return theirs
         finally:
-            owner._leave(event)
+            owner._leave(checked)
 
-
-class CaptureCheckMixin(DriverBackend[RE, RS]):
-    """Adds :class:`~eventapi.SupportsCaptureCheck` (``stream_is_capturing``).
-
-    List it before ``DriverBackend`` in the class's bases and spell
-    :meth:`_raw_stream_is_capturing`. With it, :class:`HostFuncMixin` also refuses a host
-    function on a capturing stream.
-    """
-
-    @abstractmethod
-    def _raw_stream_is_capturing(self, stream: RS) -> bool:
-        """True while ``stream`` captures a graph, in any state that refuses a timing event."""
-
-    def stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
+    def _stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
         """True while ``stream`` is capturing a graph."""
         handle = self._stream(stream, "stream_is_capturing")
         raw = self._enter(handle, "stream_is_capturing")
@@ -1031,20 +1030,7 @@ class CaptureCheckMixin(DriverBackend[RE, RS]):
         finally:
             self._leave(handle)
 
-
-class HostFuncMixin(DriverBackend[RE, RS]):
-    """Adds :class:`~eventapi.SupportsHostFunc` (``stream_launch_host_func``).
-
-    List it before ``DriverBackend`` in the class's bases and spell
-    :meth:`_raw_launch_host_func` (:func:`launch_host_func` does the C side for a binding
-    that takes a C function pointer and a user-data pointer).
-    """
-
-    @abstractmethod
-    def _raw_launch_host_func(self, stream: RS, fn: Callable[[], object]) -> None:
-        """Enqueue ``fn()`` to run on a driver thread when ``stream`` reaches this point."""
-
-    def stream_launch_host_func(
+    def _stream_launch_host_func(
         self, stream: Stream[RS] | object, fn: Callable[[], object]
     ) -> None:
         """Run ``fn()`` on a driver thread when ``stream`` reaches this point.
@@ -1068,20 +1054,3 @@ class HostFuncMixin(DriverBackend[RE, RS]):
             self._raw_launch_host_func(raw, fn)
         finally:
             self._leave(handle)
-
-
-if TYPE_CHECKING:
-
-    class _AllCapabilities(
-        EventQueryMixin[object, object],
-        CaptureCheckMixin[object, object],
-        HostFuncMixin[object, object],
-    ):
-        BACKEND = "all"
-
-    def _conforms(backend: DriverBackend[object, object], full: _AllCapabilities) -> None:
-        _api: EventApi[Event[object], Stream[object]] = backend
-        _fast: SupportsFastPath[Event[object], Stream[object]] = backend
-        _query: SupportsEventQuery[Event[object]] = full
-        _capture: SupportsCaptureCheck[Stream[object]] = full
-        _host_func: SupportsHostFunc[Stream[object]] = full

@@ -7,7 +7,6 @@ which users import these from, and which documents them.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
@@ -89,10 +88,12 @@ class _Handle:
             "created it; create the handle in the process that uses it"
         )
 
-    # The finalizers bind sys.is_finalizing as a default: at interpreter shutdown the module
-    # globals (sys among them) may already be None, and a finalizer must stay silent then. They
-    # read every slot with getattr: an object whose __init__ was interrupted (or never ran) has
-    # only some of them set, and a finalizer must not raise for it.
+    # The finalizers ask their backend object whether the interpreter is shutting down
+    # (DriverBackend._is_finalizing), and stay silent then; they read no module global first: at
+    # shutdown the module's globals may be gone already (None in the pure modules, freed under
+    # the compiled ones). They read every slot with getattr or under ``except AttributeError``:
+    # an object whose __init__ was interrupted (or never ran) has only some of them set, and a
+    # finalizer must not raise for it.
 
 
 @final
@@ -130,7 +131,7 @@ class Event(_Handle, Generic[RE]):
         state = "closed" if self._closed else ("recorded" if self._recorded else "new")
         return f"<{self.backend} event {self._raw!r} {state}>"
 
-    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+    def __del__(self) -> None:
         # Safety net for an event dropped without event_destroy, or whose destroy an interrupt
         # left owed (see DriverBackend._collect); never raises. Every fence's event comes
         # here, released already (_users -1): that case returns first, reading one slot.
@@ -140,7 +141,7 @@ class Event(_Handle, Generic[RE]):
             owner = self._owner
         except AttributeError:  # an __init__ that never ran, or was interrupted
             return
-        if owner is not None and not _finalizing():
+        if owner is not None and not type(owner)._is_finalizing():
             owner._collect(self)
 
 
@@ -209,17 +210,17 @@ class Stream(_Handle, Generic[RS]):
         state = " closed" if self._closed else ""
         return f"<{self.backend} {kind} {self._raw!r}{state}>"
 
-    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+    def __del__(self) -> None:
         # Safety net for an owned stream dropped without stream_destroy; never raises.
         owner = getattr(self, "_owner", None)
-        if owner is None or _finalizing():
+        if owner is None or type(owner)._is_finalizing():
             return
         # getattr: an __init__ interrupted before these were set left nothing to release.
         if getattr(self, "_owned", False) and getattr(self, "_users", -1) != -1:
             owner._collect(self)
 
 
-_RAW_SLOT: Final[Any] = _Handle.__dict__["_raw"]
+_RAW_SLOT: Final[Any] = vars(_Handle)["_raw"]
 
 
 def raw_store(handle: _Handle) -> Callable[[Any], None]:
