@@ -8,7 +8,9 @@ Usage (``make bench ARGS="..."``)::
   against ``import pluggy`` plus one entry-point scan, each a fresh interpreter, interleaved
   (``import_cost.py``);
 * fence and window against the raw binding calls on the emulated ``cuda`` and ``hip`` drivers
-  (``fence_window.py``, one process per backend with its driver preloaded);
+  (``fence_window.py``, one process per backend with its driver preloaded), and on the instant
+  device once more with the compiled build of the core first on the path, when ``make compiled``
+  built it from the current source (docs/native.md: it is measured, not shipped);
 * the ``host`` backend's anchor uncertainty (median and worst of many collects);
 * the CPU time of a thread waiting 50 ms on a fence, next to the wall time, on ``host``,
   ``cuda`` and ``hip`` (``wait_cpu.py``).
@@ -38,6 +40,8 @@ from typing import Any, Final
 HERE: Final = Path(__file__).resolve().parent
 EMULATED: Final = HERE.parent / "build" / "emulated"
 LIBRARIES: Final = {"cuda": EMULATED / "libcuda.so.1", "hip": EMULATED / "libamdhip64.so"}
+COMPILED: Final = HERE.parent / "build" / "mypyc" / "src"  # make compiled
+CORE: Final = HERE.parent / "eventapi-core" / "src" / "eventapi"
 
 # The goals the figures are read against (docs/benchmarks.md says where they come from).
 GOALS: Final = {
@@ -66,10 +70,22 @@ def busy(n: int) -> Iterator[None]:
             proc.wait()
 
 
-def _environment(preload: Path | None = None, instant: bool = False) -> dict[str, str]:
+def _compiled_is_current() -> bool:
+    built = COMPILED / ".built"
+    if not built.exists():
+        return False
+    return max(path.stat().st_mtime for path in CORE.rglob("*.py")) <= built.stat().st_mtime
+
+
+def _environment(
+    preload: Path | None = None, instant: bool = False, compiled: bool = False
+) -> dict[str, str]:
     # A benchmark of the default path must not inherit a backend choice.
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTAPI_")}
     env.pop("EMU_INSTANT", None)
+    env.pop("PYTHONPATH", None)
+    if compiled:
+        env["PYTHONPATH"] = str(COMPILED)
     if preload is not None:
         env["LD_PRELOAD"] = str(preload)
     if instant:
@@ -80,14 +96,18 @@ def _environment(preload: Path | None = None, instant: bool = False) -> dict[str
 
 
 def _script(
-    name: str, args: list[str], preload: Path | None = None, instant: bool = False
+    name: str,
+    args: list[str],
+    preload: Path | None = None,
+    instant: bool = False,
+    compiled: bool = False,
 ) -> dict[str, Any]:
     """Run ``benchmarks/NAME`` with ``--json`` and return what it wrote."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "result.json"
         subprocess.run(
             [sys.executable, str(HERE / name), *args, "--json", str(out)],
-            env=_environment(preload, instant),
+            env=_environment(preload, instant, compiled),
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -107,9 +127,11 @@ def imports(repeat: int) -> dict[str, float]:
     }
 
 
-def fence_window(backend: str, reps: int, instant: bool = False) -> dict[str, float]:
+def fence_window(
+    backend: str, reps: int, instant: bool = False, compiled: bool = False
+) -> dict[str, float]:
     args = [backend, "--reps", str(reps)]
-    result = _script("fence_window.py", args, LIBRARIES[backend], instant)
+    result = _script("fence_window.py", args, LIBRARIES[backend], instant, compiled)
     medians: dict[str, float] = result["median_ns"]
     figures = {
         f"{op}_{variant}_us": medians[f"{op}/{variant}"] / 1e3
@@ -159,6 +181,10 @@ def measure(load: int, quick: bool) -> dict[str, Any]:
         for backend in ("cuda", "hip"):
             figures[backend] = fence_window(backend, reps)
             figures[f"{backend} instant"] = fence_window(backend, reps, instant=True)
+            if _compiled_is_current():
+                figures[f"{backend} instant, compiled"] = fence_window(
+                    backend, reps, instant=True, compiled=True
+                )
         figures["host"] = host_anchor(collects)
         figures["wait"] = {b: wait_cpu(b, trials) for b in ("host", "cuda", "hip")}
     return figures
@@ -169,6 +195,11 @@ def _row(figure: str, value: float, goal: float, unit: str = "x") -> str:
     return f"| {figure} | {value:.2f}{unit} | <= {goal:g}{unit} | {mark} |"
 
 
+def _fence_window_rows(figures: dict[str, Any]) -> list[str]:
+    rows = ["cuda", "hip", "cuda instant", "hip instant"]
+    return rows + [f"{row}, compiled" for row in rows if f"{row}, compiled" in figures]
+
+
 def report(figures: dict[str, Any]) -> str:
     imp = figures["imports"]
     rows = [
@@ -177,7 +208,7 @@ def report(figures: dict[str, Any]) -> str:
         "| figure | measured | goal | |",
         "|---|---:|---:|---|",
     ]
-    for backend in ("cuda", "hip", "cuda instant", "hip instant"):
+    for backend in _fence_window_rows(figures):
         fw = figures[backend]
         window = fw["window_ratio"]
         rows.append(_row(f"{backend} window vs two raw records", window, GOALS["window"]))
@@ -193,7 +224,7 @@ def report(figures: dict[str, Any]) -> str:
         "| backend | fence us (raw) | window us (raw) | cuda.core fence us | cuda.core window us |",
         "|---|---:|---:|---:|---:|",
     ]
-    for backend in ("cuda", "hip", "cuda instant", "hip instant"):
+    for backend in _fence_window_rows(figures):
         fw = figures[backend]
         peer_fence = fw.get("fence_cuda.core_us")
         peer_window = fw.get("window_cuda.core_us")
