@@ -10,9 +10,25 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 TIMEOUT_S = 60.0  # a child that hangs fails the test instead of the run
+
+
+def run(
+    code: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with ``env`` (and in ``cwd``); what it did, unchecked."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
 
 
 def run_json(code: str, env: dict[str, str] | None = None) -> Any:
@@ -23,13 +39,6 @@ def run_json(code: str, env: dict[str, str] | None = None) -> Any:
 
 def run_json_and_stderr(code: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
     """As :func:`run_json`, and what the child wrote to stderr."""
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    done = run(code, env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 
+import child
 import pytest
 from compiled_core import COMPILED_MODULES, compiled_env
 from emulated_driver import REPO_ROOT, DriverName, build, preload_env
-
-TIMEOUT_S = 60  # an interpreter start and a few driver calls; generous for a loaded 2-core box
 
 
 def run(script: str, kind: str = "host") -> subprocess.CompletedProcess[str]:
@@ -30,15 +28,7 @@ def run(script: str, kind: str = "host") -> subprocess.CompletedProcess[str]:
         build()
         driver: DriverName = "cuda" if kind == "cuda" else "hip"
         env = preload_env(driver, env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    return child.run(textwrap.dedent(script), env, REPO_ROOT)
 
 
 def test_the_compiled_modules_are_the_ones_loaded() -> None:

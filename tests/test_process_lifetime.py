@@ -10,14 +10,13 @@ outlive the test.
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 
+import child
 import pytest
 from emulated_driver import REPO_ROOT, DriverName, build, preload_env
 
 KINDS: tuple[DriverName, ...] = ("cuda", "hip")
-TIMEOUT_S = 60  # an interpreter start and a few driver calls; generous for a loaded 2-core box
 
 
 def run(script: str, kind: DriverName | None = None) -> subprocess.CompletedProcess[str]:
@@ -27,15 +26,7 @@ def run(script: str, kind: DriverName | None = None) -> subprocess.CompletedProc
     env = preload_env(kind) if kind is not None else None
     if env is not None:
         env["PYTHONPATH"] = str(REPO_ROOT / "tests")
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    return child.run(textwrap.dedent(script), env, REPO_ROOT)
 
 
 # -- exit ----------------------------------------------------------------------------------------
