@@ -113,7 +113,21 @@ def _google_sections_only(app: Any, what: str, *args: Any) -> None:
         napoleon._process_docstring(app, what, *args)
 
 
+def _no_private_parameters(
+    app: Any, what: str, name: str, obj: Any, options: Any, signature: str | None, *rest: Any
+) -> tuple[str, str | None] | None:
+    """A class whose constructor takes only private parameters is shown as ``Class()``.
+
+    ``EventFence.__init__`` takes the token ``record`` passes (and refuses anything else); a
+    reader is to build a fence with ``record``, not to see the token.
+    """
+    if what == "class" and signature is not None and signature.startswith("(_"):
+        return "()", rest[0] if rest else None
+    return None
+
+
 def setup(app: Any) -> None:
+    app.connect("autodoc-process-signature", _no_private_parameters)
     app.connect("source-read", _changelog)
     app.connect("source-read", _api_pages)
     app.setup_extension("sphinx.ext.napoleon")
