@@ -7,10 +7,12 @@ whatever holds the call (a gate a host function blocks on) and then join: no sle
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from types import FrameType
 from typing import final
 
 JOIN_S = 10.0  # generous: every call here is released by the test itself, not by time
@@ -58,6 +60,20 @@ def release_and_join(gate: threading.Event, waiters: Iterable[Waiter]) -> tuple[
     return released, [waiter.result() for waiter in waiters]
 
 
+def _frame_of(thread: threading.Thread) -> FrameType | None:
+    # sys._current_frames() with the garbage collector off: CPython 3.11 holds its lock on the
+    # list of thread states while it builds the frames' objects, and a collection started by one
+    # of those allocations that frees a threading.local (a backend's, in a reference cycle)
+    # takes that lock again, and the interpreter deadlocks (seen in this suite).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames().get(thread.ident or 0)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def blocked_in(thread: threading.Thread, function: str) -> bool:
     """True once ``thread`` is inside a function named ``function``; False after :data:`JOIN_S`.
 
@@ -66,7 +82,7 @@ def blocked_in(thread: threading.Thread, function: str) -> bool:
     """
     deadline = time.monotonic() + JOIN_S
     while time.monotonic() < deadline:
-        frame = sys._current_frames().get(thread.ident or 0)
+        frame = _frame_of(thread)
         while frame is not None:
             if frame.f_code.co_name == function:
                 return True
