@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import child
 
 KIT = ("--pyargs", "eventapi.testing")
 
@@ -30,13 +31,10 @@ class Run:
 
 def run_pytest(*args: str, cwd: Path, env: dict[str, str], timeout: float) -> Run:
     """``python -m pytest -q -p no:cacheprovider -rsfE ARGS`` with exactly ``env``."""
-    done = subprocess.run(
+    done = child.command(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rsfE", *args],
         cwd=cwd,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=timeout,
-        check=False,
     )
     return Run(done.returncode, done.stdout + done.stderr)

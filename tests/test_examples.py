@@ -9,30 +9,21 @@ runs the same scripts on ``opencl`` in the example backend's own environment.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import child
 import pytest
 from emulated_driver import build, library_path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted((ROOT / "examples").glob("*.py"))
 SKIP = 77  # what an example exits with when it cannot run here
-TIMEOUT_S = 60
 
 
 def run_example(python: Path | str, script: Path, env: dict[str, str], cwd: Path) -> str:
     """Run ``script``; its output when it passed, a pytest skip when it exited SKIP."""
-    done = subprocess.run(
-        [str(python), str(script), str(cwd / "out.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    done = child.command([python, script, cwd / "out.json"], env=env, cwd=cwd)
     if done.returncode == SKIP:
         pytest.skip(f"{script.name}: {done.stdout.strip().splitlines()[-1]}")
     assert done.returncode == 0, (

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+import child
+
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT_S = 60
 
 WORK_NS = 2_000_000
 """The page's stand-in for work sleeps 2 ms (``launch_work``'s default); a window around it
@@ -49,15 +49,7 @@ def run_blocks(blocks: list[tuple[str, int, str]], cwd: Path) -> str:
     program.write_text(json.dumps(blocks))
     env = {key: value for key, value in os.environ.items() if not key.startswith("EVENTAPI_")}
     env["EVENTAPI_BACKEND"] = "host"
-    done = subprocess.run(
-        [sys.executable, "-c", _RUNNER, str(program)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    done = child.command([sys.executable, "-c", _RUNNER, program], cwd=cwd, env=env)
     assert done.returncode == 0, f"exited {done.returncode}\n{done.stdout}{done.stderr}"
     return done.stdout
 

@@ -14,13 +14,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import child
 import pytest
 
 import eventapi
 from eventapi.host import HostBackend
 from eventapi.trace import TraceWriter, export_chrome_trace, merge, write_report
-
-CHILD_S = 60.0  # generous: an interpreter starting on a busy two-core machine
 
 
 def _trace(api: HostBackend, path: Path, windows: int = 3) -> Path:
@@ -38,15 +37,7 @@ def _eventapi(*args: str, cwd: Path, limit: int | None = None) -> subprocess.Com
         if limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run(
-        [sys.executable, "-m", "eventapi", *args],
-        capture_output=True,
-        text=True,
-        timeout=CHILD_S,
-        cwd=cwd,
-        preexec_fn=cap,
-        check=False,
-    )
+    return child.command([sys.executable, "-m", "eventapi", *args], cwd=cwd, preexec_fn=cap)
 
 
 def _leftovers(directory: Path) -> list[str]:
@@ -113,13 +104,7 @@ def test_an_export_that_cannot_be_written_leaves_the_old_trace(
 ) -> None:
     old = _trace(host, tmp_path / "t.json")
     before = old.read_bytes()
-    result = subprocess.run(
-        [sys.executable, "-c", EXPORT, str(old)],
-        capture_output=True,
-        text=True,
-        timeout=CHILD_S,
-        check=False,
-    )
+    result = child.command([sys.executable, "-c", EXPORT, old])
     assert result.returncode == 3, result
     assert f"cannot write {old}: File too large" in result.stdout
     assert old.read_bytes() == before
