@@ -16,6 +16,7 @@ import pytest
 from test_bench import LOAD_ALLOWANCE, launch, spin
 
 import eventapi
+from eventapi._bench import _run
 from eventapi.host import HostBackend
 
 FLOOR_DRIFT = 1.0  # a host function's dispatch moved between 0.8 and 1.7 us from run to run
@@ -123,6 +124,27 @@ def test_a_launch_bound_call_is_reported_and_the_hold_reads_its_device_time(
     assert 20_000 - noise <= held.median_ns
     assert held.median_ns <= 20_000 * (1 + LOAD_ALLOWANCE) + floor.median_ns + noise
     assert held.host_median_ns > 200_000  # the host time is still reported beside it
+
+
+def _batch(lags_us: list[int], device_us: list[int]) -> _run._Batch:
+    batch = _run._Batch()
+    batch.lags = [us * 1000 for us in lags_us]
+    batch.device = [us * 1000 for us in device_us]
+    return batch
+
+
+def test_a_stall_of_the_stream_does_not_read_as_a_slower_device() -> None:
+    # A held run's verdict batch, as a loaded machine gave it: 200 us of host time a call, the
+    # stream's worker stalled 2.2 ms at the sixth window and then drained back. The slopes of
+    # all pairs read that step as growth (15 of the 28 pairs straddle it); the steps from one
+    # window to the next are flat but for it.
+    stalled = _batch(
+        [34, 32, 53, 35, 37, 2241, 1984, 1715], [317, 270, 245, 265, 284, 2432, 22, 21]
+    )
+    assert _run._launch_bound([stalled]) is True
+    # A device slower than the host: the lag grows by about 100 us every call, stall or not.
+    slower = _batch([100, 200, 300, 2600, 2700, 2800, 2900, 3000], [300] * 8)
+    assert _run._launch_bound([slower]) is False
 
 
 def test_a_device_bound_call_is_not_launch_bound(host: HostBackend) -> None:

@@ -21,6 +21,7 @@ until the whole batch is queued, so the calls run back to back as on a busy devi
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -250,10 +251,15 @@ def _launch_bound(batches: list[_Batch]) -> bool | None:
     The lag of a window's end behind its record (device stamp minus host record, on the host
     clock) grows through a batch by ``device - host`` time per call when the device is the
     slower, and stays flat when the device drains each call before the next is queued. The
-    growth per call is the Theil-Sen slope (the median of the pairwise slopes within each
-    batch, the first :data:`_SLOPE_WINDOWS` windows of each): robust to the odd late stamp of
-    a loaded machine. Launch-bound when it is under :data:`LAG_GROWTH` of a window's reading.
-    ``None`` without a batch of 3 windows on a free stream.
+    growth per call is the median of the slopes between neighbouring windows (within each
+    batch, its first :data:`_SLOPE_WINDOWS` windows). That is robust to what a loaded machine
+    does to a launch-bound run: an odd late stamp (one step up and one down), and a stall of
+    the stream (one step up, then the drain back, each step down). The slopes of all pairs
+    (Theil-Sen) read a stall late in a batch as growth, since every pair across it sees the
+    step: a held run, whose verdict has one batch of :data:`ESTIMATE_CALLS`, was called not
+    launch-bound about once in 30 beside two busy processes. Launch-bound when the growth is
+    under :data:`LAG_GROWTH` of a window's reading. ``None`` without a batch of 3 windows on a
+    free stream.
     """
     slopes: list[float] = []
     readings: list[int] = []
@@ -262,9 +268,7 @@ def _launch_bound(batches: list[_Batch]) -> bool | None:
         if len(lags) < 3:
             continue
         readings += batch.device[:_SLOPE_WINDOWS]
-        slopes += [
-            (lags[j] - lags[i]) / (j - i) for i in range(len(lags)) for j in range(i + 1, len(lags))
-        ]
+        slopes += [later - earlier for earlier, later in itertools.pairwise(lags)]
     if not slopes:
         return None
     slopes.sort()
