@@ -8,6 +8,7 @@ import logging
 import pickle
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -556,6 +557,29 @@ def test_a_dropped_profiler_is_released_and_logged(
         gc.collect()
     assert "dropped without close()" in caplog.text
     assert api.live_handles() == (0, 0)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "protocol-only"])
+def test_a_dropped_profiler_is_released_as_its_last_reference_goes(
+    api: HostBackend, fast: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # With no window pending, nothing of its own refers back to the profiler: an interrupted
+    # close() or a profiler dropped without one gives its stream and events back at once, not
+    # at the cyclic collector's next run. (A window pending holds its profiler until collect().)
+    backend: EventApi[Any, Any] = api if fast else ProtocolOnly(api)
+    prof = EventProfiler(backend)
+    prof.start("w").stop()
+    prof.collect()
+    dropped = weakref.ref(prof)
+    gc.disable()
+    try:
+        with caplog.at_level(logging.WARNING, logger="eventapi"):
+            del prof
+        assert dropped() is None
+        assert api.live_handles() == (0, 0)
+    finally:
+        gc.enable()
+    assert "dropped without close()" in caplog.text
 
 
 def test_bad_window_names_are_refused(prof: EventProfiler[Any, Any]) -> None:

@@ -187,6 +187,23 @@ class Window(SingleOwner, Generic[E]):
         return f"<Window {self._name!r} depth={self._depth} {state}>"
 
 
+def _read_fused(
+    elapsed_many: Callable[[list[E], list[E]], list[int]], starts: list[E], ends: list[E], later: E
+) -> tuple[list[int], list[int]]:
+    """Each window's duration, then how far its start lies before ``later``: one call."""
+    count = len(starts)
+    readings = elapsed_many(starts + starts, ends + [later] * count)
+    return readings[:count], readings[count:]
+
+
+def _read_apart(
+    elapsed: Callable[[E, E], int], starts: list[E], ends: list[E], later: E
+) -> tuple[list[int], list[int]]:
+    """Each window's duration, then how far its start lies before ``later``."""
+    durations = [elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
+    return durations, [elapsed(start, later) for start in starts]
+
+
 @final
 class EventProfiler(SingleOwner, Generic[E, S]):
     """Profiling windows on one stream of any :class:`~eventapi.EventApi` backend.
@@ -337,8 +354,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._fast: SupportsFastPath[E, Any] | None = fast
         self._record_into: Callable[[E, Any], None] = api.event_record
         self._elapsed: Callable[[E, E], int] = api.event_elapsed
+        # Bound to the api's calls, not to this object: a bound method of its own kept in an
+        # attribute would hold the profiler in a reference cycle, and one dropped without
+        # close() would keep its stream and events until the cyclic collector ran.
         self._read_windows: Callable[[list[E], list[E], E], tuple[list[int], list[int]]] = (
-            self._read_apart if fast is None else self._read_fused
+            functools.partial(_read_apart, api.event_elapsed)
+            if fast is None
+            else functools.partial(_read_fused, fast.event_elapsed_many)
         )
         self._capture_check: Callable[[Any], bool] | None = (
             cast("SupportsCaptureCheck[Any]", api).stream_is_capturing
@@ -680,19 +702,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._keep_anchor(anchor, samples, earlier)
         self._finish(pending, starts, ends, spans)
         return spans
-
-    def _read_fused(self, starts: list[E], ends: list[E], later: E) -> tuple[list[int], list[int]]:
-        """Each window's duration, then how far its start lies before ``later``: one call."""
-        assert self._fast is not None  # bound only with the fast path
-        count = len(starts)
-        readings = self._fast.event_elapsed_many(starts + starts, ends + [later] * count)
-        return readings[:count], readings[count:]
-
-    def _read_apart(self, starts: list[E], ends: list[E], later: E) -> tuple[list[int], list[int]]:
-        """Each window's duration, then how far its start lies before ``later``."""
-        elapsed = self._elapsed
-        durations = [elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
-        return durations, [elapsed(start, later) for start in starts]
 
     def _finish(
         self, pending: list[Window[E]], starts: list[E], ends: list[E], spans: list[Span]
