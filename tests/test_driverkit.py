@@ -40,6 +40,7 @@ from eventapi.driverkit import (
     LiveHandles,
     Stream,
 )
+from eventapi.driverkit._handles import NO_RAW
 
 
 @final
@@ -146,6 +147,7 @@ def test_an_event_destroyed_during_a_call_is_destroyed_when_the_call_returns(
 ) -> None:
     stream = api.stream_create_non_blocking()
     event = recorded(api, stream)
+    raw = event._raw  # the wrapper gives its driver handle up as the driver destroys it
     entered, release = api.gate(call)
     waiter = Waiter(lambda: TWO_HANDLE_CALLS[call](api, event, stream))
     assert entered.wait(JOIN_S)
@@ -155,12 +157,15 @@ def test_an_event_destroyed_during_a_call_is_destroyed_when_the_call_returns(
     assert api.raw_calls("event_destroy") == []
     release_and_join(release, [waiter])
 
-    assert api.raw_calls("event_destroy") == [(event._raw,)]
+    assert api.raw_calls("event_destroy") == [(raw,)]
+    given_up: object = event._raw
+    assert given_up is NO_RAW
     api.stream_destroy(stream)
 
 
 def test_a_stream_destroyed_during_a_record_waits_for_it(api: GatedBackend) -> None:
     stream = api.stream_create_non_blocking()
+    raw = stream.raw
     event = api.event_create()
     entered, release = api.gate("event_record")
     waiter = Waiter(lambda: api.event_record(event, stream))
@@ -170,13 +175,14 @@ def test_a_stream_destroyed_during_a_record_waits_for_it(api: GatedBackend) -> N
     assert api.raw_calls("stream_destroy") == []
     release_and_join(release, [waiter])
 
-    assert api.raw_calls("stream_destroy") == [(stream.raw,)]
+    assert api.raw_calls("stream_destroy") == [(raw,)]
     api.event_destroy(event)
 
 
 def test_elapsed_with_both_events_destroyed_destroys_each_once(api: GatedBackend) -> None:
     stream = api.stream_create_non_blocking()
     start, end = recorded(api, stream), recorded(api, stream)
+    raws = [(start._raw,), (end._raw,)]
     entered, release = api.gate("event_elapsed")
     waiter = Waiter(lambda: api.event_elapsed(start, end))
     assert entered.wait(JOIN_S)
@@ -187,13 +193,14 @@ def test_elapsed_with_both_events_destroyed_destroys_each_once(api: GatedBackend
     assert api.raw_calls("event_destroy") == []
     release_and_join(release, [waiter])
 
-    assert sorted(api.raw_calls("event_destroy")) == [(start._raw,), (end._raw,)]
+    assert sorted(api.raw_calls("event_destroy")) == sorted(raws)
     api.stream_destroy(stream)
 
 
 def test_concurrent_waiters_defer_the_destroy_to_the_last_one_out(api: GatedBackend) -> None:
     stream = api.stream_create_non_blocking()
     event = recorded(api, stream)
+    raw = event._raw
     first_in, first_release = api.gate("event_wait")
     first = Waiter(lambda: api.event_wait(event))
     assert first_in.wait(JOIN_S)
@@ -206,7 +213,7 @@ def test_concurrent_waiters_defer_the_destroy_to_the_last_one_out(api: GatedBack
     assert api.raw_calls("event_destroy") == [], "destroyed while a second waiter was inside"
     release_and_join(second_release, [second])
 
-    assert api.raw_calls("event_destroy") == [(event._raw,)]
+    assert api.raw_calls("event_destroy") == [(raw,)]
     api.stream_destroy(stream)
 
 
@@ -537,16 +544,53 @@ def test_an_interrupt_between_the_last_leave_and_its_deferred_destroy_leaves_it_
     api.stream_destroy(seen.stream)
 
 
-def test_an_interrupt_after_a_deferred_destroy_counted_its_handle_gone_keeps_the_counts_exact(
+def test_an_interrupt_after_a_deferred_destroy_counted_its_handle_gone_leaves_it_to_the_finalizer(
     api: GatedBackend,
 ) -> None:
-    # The one step left unguarded: between the count out and the driver's destroy. The driver
-    # handle is lost then, as in a create's return (docs/errors.md), but nothing stays counted.
+    # Between the count out and the driver's destroy: the wrapper still holds its driver
+    # handle, and its finalizer destroys it, once.
     trace = on_call_of(DriverBackend._release_counted_gone.__code__)
     seen = _interrupt_a_deferred_destroy(api, trace)
     assert seen.live == (0, 1)
-    assert api.raw_calls("event_destroy") == []  # and the finalizer does not destroy it again
+    assert seen.destroyed == []
+    assert api.raw_calls("event_destroy") == [(seen.raw,)]
     api.stream_destroy(seen.stream)
+
+
+# -- an interrupt inside a destroy -----------------------------------------------------------------
+#
+# A destroy counts its handle gone, then calls the driver, some bytecodes later. The wrapper
+# keeps its driver handle until the driver's destroy takes it (raw_take), so an interrupt
+# anywhere before leaves the handle to the wrapper's finalizer, which destroys it once.
+
+_DESTROY_STEPS = {
+    "event": ("event_destroy", "_raw_event_destroy_from"),
+    "stream": ("stream_destroy", "_raw_stream_destroy_from"),
+}
+
+
+@pytest.mark.parametrize("step", ["_release_counted_gone", "_release_raw", "raw-destroy-from"])
+@pytest.mark.parametrize("kind", sorted(_DESTROY_STEPS))
+def test_an_interrupt_in_a_destroy_before_the_driver_call_leaves_the_handle_to_the_finalizer(
+    api: GatedBackend, kind: str, step: str
+) -> None:
+    call, raw_step = _DESTROY_STEPS[kind]
+    handle: Event[int] | Stream[int] = (
+        api.event_create() if kind == "event" else api.stream_create_non_blocking()
+    )
+    raw = handle._raw
+    code = getattr(DriverBackend, raw_step if step == "raw-destroy-from" else step).__code__
+    with pytest.raises(KeyboardInterrupt), interrupting(on_call_of(code)):
+        getattr(api, call)(handle)
+    assert handle.closed
+    assert api.live_handles() == (0, 0)  # counted gone in the destroy's first step
+    assert api.raw_calls(call) == []
+    getattr(api, call)(handle)  # a second destroy is a no-op: the destroy is claimed
+    assert api.raw_calls(call) == []
+    del handle
+    gc.collect()  # the interrupt's traceback held the frames that held the handle
+    assert api.raw_calls(call) == [(raw,)]
+    assert api.live_handles() == (0, 0)
 
 
 # -- sibling devices ------------------------------------------------------------------------------
@@ -671,6 +715,7 @@ def test_a_record_waits_for_nothing_and_a_destroy_meanwhile_waits_for_it(
     # handles in and out: a destroy from another thread meanwhile takes effect after it.
     stream = api.stream_create_non_blocking()
     event = api.event_create()
+    raw = event._raw
     entered, release = api.gate("event_record")
     recorder = Waiter(lambda: api.event_record_unless_capturing(event, stream))
     assert entered.wait(JOIN_S)
@@ -681,7 +726,7 @@ def test_a_record_waits_for_nothing_and_a_destroy_meanwhile_waits_for_it(
     assert api.raw_calls("event_destroy") == []  # not under the record
     release_and_join(release, [recorder, destroyer])
     assert recorder.value is True
-    assert api.raw_calls("event_destroy") == [(event._raw,)]
+    assert api.raw_calls("event_destroy") == [(raw,)]
     api.stream_destroy(stream)
 
 

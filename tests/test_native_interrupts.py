@@ -1,11 +1,13 @@
-"""An interrupt that lands in a create leaks nothing, on cuda and hip.
+"""An interrupt that lands in a create or a destroy leaks nothing, on cuda and hip.
 
 A signal's Python handler runs between bytecodes, and raises there. A create whose driver
 handle came back to Python and was stored a bytecode later lost the handle to an interrupt
 landing in between: neither the wrapper nor anything else held it, and the driver kept it.
 The compiled creates of eventapi_cuda and eventapi_hip hand the handle to the wrapper from C
 (driverkit's ``_raw_*_create_into``), so an interrupt lands before the create or after the
-store, where the wrapper's cleanup destroys it.
+store, where the wrapper's cleanup destroys it. A destroy is the same in reverse: the wrapper,
+counted gone, holds its driver handle until the compiled destroy takes it out and destroys it
+in one C call (``_raw_*_destroy_from``), so an interrupt leaves it to the wrapper's finalizer.
 
 The child process creates and destroys events, streams and profilers (which create a stream)
 in a loop while a thread sends it signals at random moments; the handler raises. After each

@@ -365,6 +365,7 @@ class CudaBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFu
     # base's call reaches C with no Python frame between. (mypy types a staticmethod as its
     # callable, without the self of the method it overrides; _native.pyi gives the types.)
     _raw_event_destroy = staticmethod(_native.event_destroy)  # type: ignore[assignment]
+    _raw_event_destroy_from = staticmethod(_native.event_destroy_from)  # type: ignore[assignment]
     _raw_event_record = staticmethod(_native.event_record)  # type: ignore[assignment]
     _raw_event_record_unless_capturing = staticmethod(_native.event_record_unless_capturing)  # type: ignore[assignment]
     _raw_event_wait = staticmethod(_native.event_wait)  # type: ignore[assignment]
@@ -373,6 +374,7 @@ class CudaBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFu
     _raw_event_elapsed_ns_many = staticmethod(_native.event_elapsed_ns_many)  # type: ignore[assignment]
     _raw_stream_wait_event = staticmethod(_native.stream_wait_event)  # type: ignore[assignment]
     _raw_stream_destroy = staticmethod(_native.stream_destroy)  # type: ignore[assignment]
+    _raw_stream_destroy_from = staticmethod(_native.stream_destroy_from)  # type: ignore[assignment]
     # ACTIVE and INVALIDATED both refuse a timing event; only NONE (0) is free.
     _raw_stream_is_capturing = staticmethod(_native.stream_is_capturing)  # type: ignore[assignment]
 

@@ -304,29 +304,71 @@ static PyObject *stream_create(PyObject *self, PyObject *const *args, Py_ssize_t
     return create(STREAM_CREATE, STREAM_DESTROY, args, nargs, "stream_create");
 }
 
-static PyObject *event_destroy(PyObject *self, PyObject *arg) {
-    (void)self;
-    OPEN(EVENT_DESTROY);
-    void *event;
-    if (!handle_arg(arg, &event)) return NULL;
-    status_t status = CALL(EVENT_DESTROY, handle_fn)(event);
-    if (status != 0) return raise_status(EVENT_DESTROY, status);
+/* Destroy `handle`; with the GIL released for a stream: ROCm's hipStreamDestroy waits for the
+   stream's last command, which may be a host function that needs the GIL (CUDA's returns at
+   once). */
+static PyObject *destroy(int slot, void *handle) {
+    status_t status;
+    if (slot == STREAM_DESTROY) {
+        Py_BEGIN_ALLOW_THREADS
+        status = CALL(slot, handle_fn)(handle);
+        Py_END_ALLOW_THREADS
+    } else {
+        status = CALL(slot, handle_fn)(handle);
+    }
+    if (status != 0) return raise_status(slot, status);
     RETURN_NONE;
 }
 
-/* With the GIL released: ROCm's hipStreamDestroy waits for the stream's last command, which
-   may be a host function that needs the GIL (CUDA's returns at once). */
+static PyObject *destroy_handle(int slot, PyObject *arg) {
+    OPEN(slot);
+    void *handle;
+    if (!handle_arg(arg, &handle)) return NULL;
+    return destroy(slot, handle);
+}
+
+static PyObject *event_destroy(PyObject *self, PyObject *arg) {
+    (void)self;
+    return destroy_handle(EVENT_DESTROY, arg);
+}
+
 static PyObject *stream_destroy(PyObject *self, PyObject *arg) {
     (void)self;
-    OPEN(STREAM_DESTROY);
-    void *stream;
-    if (!handle_arg(arg, &stream)) return NULL;
-    status_t status;
-    Py_BEGIN_ALLOW_THREADS
-    status = CALL(STREAM_DESTROY, handle_fn)(stream);
-    Py_END_ALLOW_THREADS
-    if (status != 0) return raise_status(STREAM_DESTROY, status);
-    RETURN_NONE;
+    return destroy_handle(STREAM_DESTROY, arg);
+}
+
+/*
+ * Take the handle out of the wrapper that holds it and destroy it, in this same C call: read()
+ * gives the handle, clear() leaves the wrapper without it, and the driver's destroy follows
+ * with no Python bytecode between, so no signal handler can run between the three. An
+ * interrupt lands before (the wrapper still holds the handle, and its finalizer destroys it)
+ * or after (nothing is left to destroy, and nothing is destroyed twice). read and clear are
+ * eventapi.driverkit.raw_take's pair.
+ */
+static PyObject *destroy_from(int slot, PyObject *const *args, Py_ssize_t nargs,
+                              const char *fn_name) {
+    if (!arg_count(fn_name, nargs, 2)) return NULL;
+    OPEN(slot);
+    PyObject *value = PyObject_CallNoArgs(args[0]);
+    if (value == NULL) return NULL;
+    void *handle;
+    int ok = handle_arg(value, &handle);
+    Py_DecRef(value);
+    if (!ok) return NULL;
+    PyObject *cleared = PyObject_CallNoArgs(args[1]);
+    if (cleared == NULL) return NULL; /* still the wrapper's, which destroys it later */
+    Py_DecRef(cleared);
+    return destroy(slot, handle);
+}
+
+static PyObject *event_destroy_from(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return destroy_from(EVENT_DESTROY, args, nargs, "event_destroy_from");
+}
+
+static PyObject *stream_destroy_from(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return destroy_from(STREAM_DESTROY, args, nargs, "stream_destroy_from");
 }
 
 /* -- records, queries, readings ----------------------------------------------------------- */
@@ -550,6 +592,10 @@ static PyMethodDef methods[] = {
      "stream_create(flags, store): create a stream and store(handle) in the same call"},
     {"event_destroy", event_destroy, METH_O, "event_destroy(event)"},
     {"stream_destroy", stream_destroy, METH_O, "stream_destroy(stream)"},
+    {"event_destroy_from", (PyCFunction)(void (*)(void))event_destroy_from, METH_FASTCALL,
+     "event_destroy_from(read, clear): take read()'s event out with clear() and destroy it"},
+    {"stream_destroy_from", (PyCFunction)(void (*)(void))stream_destroy_from, METH_FASTCALL,
+     "stream_destroy_from(read, clear): take read()'s stream out with clear() and destroy it"},
     {"event_record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL,
      "event_record(event, stream)"},
     {"event_record_unless_capturing",

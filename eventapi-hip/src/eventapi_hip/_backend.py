@@ -331,12 +331,14 @@ class HipBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFun
     _raw_event_elapsed_ns = staticmethod(_native.event_elapsed_ns)  # type: ignore[assignment]
     _raw_event_elapsed_ns_many = staticmethod(_native.event_elapsed_ns_many)  # type: ignore[assignment]
     _raw_event_destroy = staticmethod(_native.event_destroy)  # type: ignore[assignment]
+    _raw_event_destroy_from = staticmethod(_native.event_destroy_from)  # type: ignore[assignment]
     _raw_event_record = staticmethod(_native.event_record)  # type: ignore[assignment]
     _raw_event_record_unless_capturing = staticmethod(_native.event_record_unless_capturing)  # type: ignore[assignment]
     _raw_event_wait = staticmethod(_native.event_wait)  # type: ignore[assignment]
     _raw_event_query = staticmethod(_native.event_query)  # type: ignore[assignment]
     _raw_stream_wait_event = staticmethod(_native.stream_wait_event)  # type: ignore[assignment]
     _raw_stream_destroy = staticmethod(_native.stream_destroy)  # type: ignore[assignment]
+    _raw_stream_destroy_from = staticmethod(_native.stream_destroy_from)  # type: ignore[assignment]
     # Active and Invalidated both refuse a timing event; only None (0) is free.
     _raw_stream_is_capturing = staticmethod(_native.stream_is_capturing)  # type: ignore[assignment]
 

@@ -55,6 +55,12 @@ The ``_raw_*`` contract (what a subclass spells):
   signal handler runs between the driver's create and the wrapper owning the handle, and an
   interrupt cannot leak it. The defaults call ``_raw_event_create`` and
   ``_raw_stream_create_non_blocking`` and store what they return.
+* ``_raw_event_destroy_from(read, clear)`` and ``_raw_stream_destroy_from(read, clear)``
+  (optional) take the raw handle out of a wrapper counted gone and destroy it: ``read()`` gives
+  it, ``clear()`` leaves the wrapper without it, and neither runs Python bytecode, so a compiled
+  destroy makes the three calls in one C call and an interrupt finds the handle still in its
+  wrapper (whose finalizer destroys it) or destroyed. The defaults read, clear, then call
+  ``_raw_event_destroy`` and ``_raw_stream_destroy``.
 * ``_raw_event_elapsed_ns`` returns the driver's reading unclamped; the base clamps.
   ``_raw_event_elapsed_ns_many`` (optional) makes many readings in one call, for a profiler's
   collect; the default calls ``_raw_event_elapsed_ns`` for each, and a backend overrides it

@@ -20,7 +20,18 @@ from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 from .._compiled import mypyc_attr
 from .._errors import CaptureError, DriverError, EventStateError
 from ._handles import NO_RAW as _NO_RAW
-from ._handles import RE, RS, Event, LiveHandles, Stream, _Handle, raw_store
+from ._handles import (
+    OWED,
+    RE,
+    RELEASED,
+    RS,
+    Event,
+    LiveHandles,
+    Stream,
+    _Handle,
+    raw_store,
+    raw_take,
+)
 
 __all__ = ["DriverBackend", "release_spare_events"]
 
@@ -204,6 +215,21 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _raw_event_destroy(self, event: RE) -> None:
         """Release ``event`` at once; a record still queued may complete harmlessly."""
 
+    def _raw_event_destroy_from(self, read: Callable[[], RE], clear: Callable[[], None]) -> None:
+        """Take the event ``read()`` gives out of its wrapper with ``clear()``, and destroy it.
+
+        The wrapper was counted gone before this call and holds its driver handle until
+        ``clear()``: a backend whose destroy is compiled calls ``read``, ``clear`` and the
+        driver's destroy in one C call, where no signal handler can run between them, so an
+        interrupt leaves the handle in the wrapper (whose finalizer destroys it) or destroyed.
+        Neither callable runs Python bytecode (:func:`raw_take`). The default clears, then calls
+        :meth:`_raw_event_destroy`: an interrupt between the two loses the driver handle, and
+        never destroys it twice.
+        """
+        raw = read()
+        clear()
+        self._raw_event_destroy(raw)
+
     @abstractmethod
     def _raw_event_record(self, event: RE, stream: RS) -> None:
         """Enqueue a record of ``event`` on ``stream`` and return."""
@@ -248,6 +274,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
     @abstractmethod
     def _raw_stream_destroy(self, stream: RS) -> None:
         """Release ``stream`` without waiting for its queued work, which still completes."""
+
+    def _raw_stream_destroy_from(self, read: Callable[[], RS], clear: Callable[[], None]) -> None:
+        """As :meth:`_raw_event_destroy_from`, for streams (:meth:`_raw_stream_destroy`)."""
+        raw = read()
+        clear()
+        self._raw_stream_destroy(raw)
 
     # -- what the fast path asks of the driver: spelled by CaptureCheckMixin's backends ---------
 
@@ -312,7 +344,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             ):
                 return False
             event._closed = True
-            event._users = -1
+            event._users = RELEASED
             self._live_events -= 1
             self._spares.append(event._raw)
         return True
@@ -435,7 +467,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 # Capturing: nothing was recorded, so the spare goes back as it was, and the
                 # wrapper is closed and uncounted first (its finalizer then releases nothing).
                 event._closed = True
-                event._users = -1
+                event._users = RELEASED
                 self._live_events -= 1
                 spares.append(raw)
                 return None
@@ -714,7 +746,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             if handle._closed:
                 return
             handle._closed = True
-            handle._users = -1
+            handle._users = RELEASED
             if type(handle) is Event:
                 self._live_events -= 1
             else:
@@ -881,22 +913,24 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._release_counted_gone(handle)
 
     def _count_gone(self, handle: _Handle) -> None:
-        # With the lock held: the handle's destroy is claimed (_users -1: no later leaver or
-        # finalizer destroys it again) and it is counted gone, in one step. Counted gone whether
-        # or not the driver then agrees: a handle it refused to destroy is unusable either way,
-        # and a second destroy would be undefined behaviour. An interrupt between this section
-        # and the driver's destroy loses the driver handle, as one in a create's return does
-        # (docs/errors.md); the counts stay exact.
-        handle._users = -1
+        # With the lock held: the handle's destroy is claimed (_users OWED: no later leaver
+        # destroys it again) and it is counted gone, in one step. Counted gone whether or not
+        # the driver then agrees: a handle it refused to destroy is unusable either way, and a
+        # second destroy would be undefined behaviour. The wrapper keeps its driver handle until
+        # the driver's destroy takes it (_release_raw), so an interrupt between this section and
+        # that destroy leaves it to the wrapper's finalizer (_collect); the counts stay exact.
+        handle._users = OWED
         if type(handle) is Event:
             self._live_events -= 1
         else:
             self._live_streams -= 1
 
     def _release_counted_gone(self, handle: _Handle) -> None:
-        # The driver's part of a destroy whose _count_gone ran.
+        # The driver's part of a destroy whose _count_gone ran. Released once it returns (a
+        # destroy the driver refused leaves the wrapper OWED, and holding nothing).
         try:
             self._release_raw(handle, type(handle) is Event)
+            handle._users = RELEASED
         finally:
             self._after_uncount()
 
@@ -912,11 +946,14 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._last_handle_gone()
 
     def _release_raw(self, handle: _Handle, is_event: bool) -> None:
-        # The driver's part of a destroy, for a handle already counted gone.
+        # The driver's part of a destroy, for a handle already counted gone: its driver handle
+        # leaves the wrapper only as the driver releases it or as the spares take it.
         raw = handle._raw
-        if raw is _NO_RAW or self._forked:
-            # Never created; or created by the parent process, whose driver state this child
-            # must not touch (the parent still owns the handle and destroys it there).
+        if raw is _NO_RAW or self._forked or self._gone:
+            # Never created, or taken already; or created by the parent process, whose driver
+            # state this child must not touch (the parent still owns the handle and destroys it
+            # there); or left by an interrupt until after _last_handle_gone released what the
+            # handles needed (their context, say), which freed it.
             return
         lost = self._context_lost()
         if lost is not None:
@@ -926,15 +963,19 @@ class DriverBackend(ABC, Generic[RE, RS]):
             with self._lock:
                 keep = not self._finalized and len(self._spares) < self.SPARE_EVENTS
                 if keep:
+                    # Out of the wrapper, then into the list, with no call between (no signal
+                    # handler runs there): in one place or the other.
+                    handle._raw = _NO_RAW
                     self._spares.append(raw)
             if keep:
                 return
         if not getattr(self._tls, "bound", False):
             self._ensure_thread("event_destroy" if is_event else "stream_destroy")
+        read, clear = raw_take(handle)
         if is_event:
-            self._raw_event_destroy(raw)
+            self._raw_event_destroy_from(read, clear)
         else:
-            self._raw_stream_destroy(raw)
+            self._raw_stream_destroy_from(read, clear)
 
     def _log_lost_once(self, lost: DriverError) -> None:
         with self._lock:
@@ -950,16 +991,18 @@ class DriverBackend(ABC, Generic[RE, RS]):
             )
 
     def _collect(self, handle: _Handle) -> None:
-        # From the __del__ of a handle whose driver handle is not released (_users is not -1):
-        # the user dropped it without a destroy, or a destroy is owed to a call that an
-        # interrupt stopped between its count and its try (never left), or between its leave
-        # and the deferred destroy. No call is in flight now, since a call holds the handle, so
-        # whatever count such an interrupt left behind is void.
+        # From the __del__ of a handle whose driver handle is not released (_users is not
+        # RELEASED): the user dropped it without a destroy; or a destroy is owed to a call that
+        # an interrupt stopped between its count and its try (never left), or between its leave
+        # and the deferred destroy; or an interrupt stopped a destroy between its count and the
+        # driver's destroy (OWED, and the wrapper still holds its driver handle). No call is in
+        # flight now, since a call holds the handle, so whatever count such an interrupt left
+        # behind is void.
         with self._lock:
-            if handle._users == -1 or (handle._closed and handle._raw is _NO_RAW):
+            if handle._users == RELEASED or (handle._closed and handle._raw is _NO_RAW):
                 return  # released already, or never opened (nothing counted, nothing held)
-            owed = handle._closed  # closed by a destroy that was deferred to a call
-            if owed:
+            owed = handle._closed  # closed by a destroy that was deferred or interrupted
+            if owed and handle._users != OWED:
                 self._count_gone(handle)
             else:
                 handle._users = 0

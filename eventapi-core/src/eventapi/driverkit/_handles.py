@@ -16,7 +16,7 @@ from .._errors import EventStateError
 if TYPE_CHECKING:
     from ._backend import DriverBackend
 
-__all__ = ["NO_RAW", "RE", "RS", "Event", "LiveHandles", "Stream", "raw_store"]
+__all__ = ["NO_RAW", "RE", "RS", "Event", "LiveHandles", "Stream", "raw_store", "raw_take"]
 
 RE = TypeVar("RE")
 RS = TypeVar("RS")
@@ -40,6 +40,14 @@ class _NoRaw:
 
 
 NO_RAW: Final = _NoRaw()
+
+# What _Handle._users holds besides a count of calls under way: a wrapper whose driver handle
+# is released, or handed on (to the spares), so that its finalizer has nothing to do; and one
+# counted gone and claimed by a destroy that has not released its driver handle yet. The
+# destroy takes the driver handle out of the wrapper as the driver releases it (raw_take), so
+# a wrapper left OWED by an interrupt still holds it, and its finalizer releases it.
+RELEASED: Final = -1
+OWED: Final = -2
 
 
 class _Handle:
@@ -128,13 +136,16 @@ class Event(_Handle, Generic[RE]):
         return self._recorded
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("recorded" if self._recorded else "new")
+        if self._closed:  # its driver handle is given up as the driver destroys it
+            return f"<{self.backend} event closed>"
+        state = "recorded" if self._recorded else "new"
         return f"<{self.backend} event {self._raw!r} {state}>"
 
     def __del__(self) -> None:
         # Safety net for an event dropped without event_destroy, or whose destroy an interrupt
         # left owed (see DriverBackend._collect); never raises. Every fence's event comes
-        # here, released already (_users -1): that case returns first, reading one slot.
+        # here, released already (_users RELEASED, -1, a literal: at shutdown this module's
+        # globals may be gone): that case returns first, reading one slot.
         try:
             if self._users == -1:
                 return
@@ -170,7 +181,16 @@ class Stream(_Handle, Generic[RS]):
 
     @property
     def raw(self) -> RS:
-        """The driver's own handle, for passing to the framework that launches work."""
+        """The driver's own handle, for passing to the framework that launches work.
+
+        Reading it on a destroyed stream raises :class:`~eventapi.EventStateError`: its handle
+        means nothing then, and the driver may give the same value to a stream made later.
+        """
+        if self._closed:
+            raise EventStateError(
+                f"{self!r}.raw refused: the stream was destroyed, so its handle means nothing; "
+                "use a live stream"
+            )
         return self._raw
 
     @property
@@ -207,8 +227,9 @@ class Stream(_Handle, Generic[RS]):
 
     def __repr__(self) -> str:
         kind = "stream" if self._owned else "adopted stream"
-        state = " closed" if self._closed else ""
-        return f"<{self.backend} {kind} {self._raw!r}{state}>"
+        if self._closed:  # its driver handle is given up as the driver destroys it
+            return f"<{self.backend} {kind} closed>"
+        return f"<{self.backend} {kind} {self._raw!r}>"
 
     def __del__(self) -> None:
         # Safety net for an owned stream dropped without stream_destroy; never raises.
@@ -216,6 +237,7 @@ class Stream(_Handle, Generic[RS]):
         if owner is None or type(owner)._is_finalizing():
             return
         # getattr: an __init__ interrupted before these were set left nothing to release.
+        # -1 is RELEASED, a literal for the reason Event.__del__ gives.
         if getattr(self, "_owned", False) and getattr(self, "_users", -1) != -1:
             owner._collect(self)
 
@@ -233,3 +255,16 @@ def raw_store(handle: _Handle) -> Callable[[Any], None]:
     store.
     """
     return partial(_RAW_SLOT.__set__, handle)
+
+
+def raw_take(handle: _Handle) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """The pair that takes ``handle``'s driver handle out of it: ``read()`` and ``clear()``.
+
+    ``read()`` gives the driver handle and ``clear()`` leaves :data:`NO_RAW` in its place. A
+    destroy counts the handle gone before the driver's destroy runs, and hands this pair to the
+    driver call (``DriverBackend._raw_event_destroy_from``), which reads, clears and destroys.
+    Both are the slot's own getter and setter bound to the handle, so they run no Python
+    bytecode: called from C, no signal handler runs between the three. An interrupt then finds
+    the driver handle still in its wrapper, whose finalizer destroys it, or destroyed.
+    """
+    return partial(_RAW_SLOT.__get__, handle), partial(_RAW_SLOT.__set__, handle, NO_RAW)
