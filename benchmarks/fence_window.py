@@ -21,6 +21,13 @@ the ratio measures what eventapi adds, not what it must do.
   prof.window(...)`` and ``prof.collect()``; the raw variant reuses its events from a pool, as
   the profiler does.
 
+Beside them, on a driverkit backend (cuda, hip), the *driver calls alone*: the compiled calls
+eventapi itself makes for the same fence and window, in a bare loop (see ``driver_variants``).
+That is the floor the contract sets: a capture check before every record, where the raw variant
+checks once per window and cuda.core's idiom not at all, and two readings per window, where
+cuda.core's idiom reads one and places nothing on the host clock. A ratio to cuda.core below
+the floor's own is out of reach of any implementation of the contract.
+
 On the emulated drivers (``LD_PRELOAD=build/emulated/libcuda.so.1``) a driver call is a few
 hundred nanoseconds and a wait is a thread hand-off, so the ratio is an upper bound of what
 eventapi adds on a real device, where the driver's own costs are larger.
@@ -223,6 +230,76 @@ def peer_variants(backend: str, n: int, batch: int) -> tuple[dict[str, Callable[
     return {"fence/cuda.core": fence, "window/cuda.core": window}, close
 
 
+# -- the floor the contract sets: its driver calls alone ----------------------------------------
+
+
+def driver_variants(
+    api: Any, stream: Any, n: int, batch: int
+) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
+    """The driver calls eventapi's fence and window make, through the backend's own hooks, alone.
+
+    Nothing else runs around them: no wrapper, no check, no bookkeeping; each is the compiled
+    call the driverkit backend itself makes (its ``_raw_*`` hooks, ``_native.c`` on cuda and
+    hip). A fence is one capture-checked record of a reused event and one wait; a window two
+    capture-checked records, and at each collect a wait for the last one, the anchor's
+    bracketed samples and two readings per window (its duration, and its distance to the
+    anchor that places it on the host clock). What eventapi costs above these figures is its
+    own Python; no library that keeps the contract (a capture check before every record, each
+    window placed on the host clock) can cost less. Empty for a backend not on driverkit.
+    """
+    record_checked = getattr(api, "_raw_event_record_unless_capturing", None)
+    if record_checked is None or not hasattr(stream, "raw"):
+        return {}, lambda: None
+    record, wait = api._raw_event_record, api._raw_event_wait
+    elapsed_many = api._raw_event_elapsed_ns_many
+    target = stream.raw
+    pool = [api._raw_event_create() for _ in range(2 * batch + ANCHOR_SAMPLES + 1)]
+    spare = [pool.pop()]
+
+    def fence() -> None:
+        for _ in range(n):
+            event = spare.pop()
+            if not record_checked(event, target):
+                raise RuntimeError("the benchmark's stream is capturing a graph")
+            wait(event)
+            spare.append(event)
+
+    def window() -> None:
+        pending: list[tuple[Any, Any]] = []
+        for i in range(n):
+            start = pool.pop()
+            record_checked(start, target)
+            end = pool.pop()
+            record_checked(end, target)
+            pending.append((start, end))
+            if (i + 1) % batch == 0 or i == n - 1:
+                wait(end)
+                samples = [pool.pop() for _ in range(ANCHOR_SAMPLES)]
+                best: tuple[int, Any] | None = None
+                for sample in samples:
+                    before = time.perf_counter_ns()
+                    record(sample, target)
+                    wait(sample)
+                    bracket = time.perf_counter_ns() - before
+                    if best is None or bracket < best[0]:
+                        best = (bracket, sample)
+                assert best is not None
+                starts = [p[0] for p in pending]
+                ends = [p[1] for p in pending]
+                elapsed_many(starts + starts, ends + [best[1]] * len(starts))
+                for first, last in pending:
+                    pool.append(first)
+                    pool.append(last)
+                pool.extend(samples)
+                pending.clear()
+
+    def close() -> None:
+        for event in pool + spare:
+            api._raw_event_destroy(event)
+
+    return {"fence/driver calls": fence, "window/driver calls": window}, close
+
+
 # -- the run ----------------------------------------------------------------------------------
 
 
@@ -268,6 +345,8 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
         variants["window/raw"] = lambda: window_raw(raw, native, pool, n, batch)
     peers, close_peers = peer_variants(backend, n, batch)
     variants.update(peers)
+    floors, close_floors = driver_variants(api, stream, n, batch)
+    variants.update(floors)
     samples: dict[str, list[float]] = {name: [] for name in variants}
     wakeups: dict[str, float] | None = None
     try:
@@ -288,6 +367,7 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
         if raw is not None:
             for event in pool:
                 ok(raw.destroy(event))
+        close_floors()
         api.stream_destroy(stream)
         close_peers()
     medians = {name: statistics.median(values) for name, values in samples.items()}
@@ -306,8 +386,9 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
 def table(result: dict[str, Any]) -> str:
     medians: dict[str, float] = result["median_ns"]
     rows = [
-        "| operation | eventapi (us) | raw binding (us) | ratio | cuda.core (us) |",
-        "|---|---:|---:|---:|---:|",
+        "| operation | eventapi (us) | raw binding (us) | ratio | cuda.core (us) "
+        "| driver calls alone (us) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     labels = {
         "fence": "fence: create, record, wait, close",
@@ -320,7 +401,11 @@ def table(result: dict[str, Any]) -> str:
         ratio = f"{ours / raw:.2f}" if raw else "-"
         peer = medians.get(f"{op}/cuda.core")
         peer_text = f"{peer / 1000:.2f}" if peer else "-"
-        rows.append(f"| {label} | {ours / 1000:.2f} | {raw_text} | {ratio} | {peer_text} |")
+        floor = medians.get(f"{op}/driver calls")
+        floor_text = f"{floor / 1000:.2f}" if floor else "-"
+        rows.append(
+            f"| {label} | {ours / 1000:.2f} | {raw_text} | {ratio} | {peer_text} | {floor_text} |"
+        )
     wakeups: dict[str, float] | None = result.get("wakeups_per_op")
     if wakeups is not None:
         counts = ", ".join(f"{name} {count:.2f}" for name, count in wakeups.items())
