@@ -27,6 +27,7 @@ from ._protocol import (
     SupportsCaptureCheck,
     SupportsEventQuery,
     SupportsFastPath,
+    _by_class,
     capabilities_of,
 )
 from ._single_owner import SingleOwner
@@ -60,6 +61,7 @@ _POLL_MAX_S = 1e-3
 _SPIN_NS = 100_000
 
 _RECORD: Final = object()  # EventFence.record's token for EventFence.__init__
+_NOTHING: Final[tuple[()]] = ()  # EventFence.record's default keep_alive
 
 
 @final
@@ -130,7 +132,7 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     @classmethod
     def record(
-        cls, api: EventApi[E, S], stream: S, *, keep_alive: Iterable[object] = ()
+        cls, api: EventApi[E, S], stream: S, *, keep_alive: Iterable[object] = _NOTHING
     ) -> EventFence[E, S]:
         """Create an event, record it into ``stream`` and return the fence that owns it.
 
@@ -146,11 +148,13 @@ class EventFence(SingleOwner, Generic[E, S]):
         an event created before a failed record is destroyed first (a failure of that destroy is
         logged), so nothing leaks.
         """
-        held = tuple(keep_alive) or None  # before anything is created: it may raise
-        capable = capabilities_of(api, "EventFence.record")
+        # Before anything is created: it may raise. The default, shared, costs no call.
+        held = None if keep_alive is _NOTHING else (tuple(keep_alive) or None)
+        # The class's capabilities, cached: capabilities_of asks and caches the first time.
+        capable = _by_class.get(type(api)) or capabilities_of(api, "EventFence.record")
         try:
             if capable.fast_path:
-                fast = cast("SupportsFastPath[E, S]", api)
+                fast: SupportsFastPath[E, S] = api  # type: ignore[assignment]
                 event = fast.event_record_new(fast.adopt_stream(stream))
                 if event is None:
                     _refuse_capturing(api, stream)
@@ -167,7 +171,7 @@ class EventFence(SingleOwner, Generic[E, S]):
         fence: EventFence[E, S] = cls(_RECORD)
         fence._api = api
         fence._event = event
-        fence._query = cast("SupportsEventQuery[E]", api) if capable.event_query else None
+        fence._query = api if capable.event_query else None  # type: ignore[assignment]
         fence._keep_alive = held
         fence._calls = []
         fence._unclaimed = [None]
@@ -230,9 +234,10 @@ class EventFence(SingleOwner, Generic[E, S]):
             return  # a fence is recorded once: reached stays reached
         event = self._enter("wait")
         try:
+            query = self._query
             if timeout is not None:
                 self._poll(event, timeout)
-            elif self._query is not None and self._query.event_query(event):
+            elif query is not None and query.event_query(event):
                 pass  # reached already: the common case, with no clock read and no spin
             elif not self._spin(event):
                 # By ident: current_thread() would register a dummy for a foreign thread.
@@ -240,7 +245,9 @@ class EventFence(SingleOwner, Generic[E, S]):
                     self._block_interruptibly(event)
                 else:
                     self._api.event_wait(event)
-            self._mark_reached()
+            # _mark_reached, spelled out: every fence's wait comes here.
+            self._reached = True
+            self._keep_alive = None
         finally:
             self._leave()
 
@@ -371,7 +378,11 @@ class EventFence(SingleOwner, Generic[E, S]):
         self._closed = True
         self._keep_alive = None
         if not self._calls and _take(self._unclaimed):  # see _claim_destroy
-            _destroy_logged(self._api, self._event, "on close")
+            # _destroy_logged, spelled out: every fence's close comes here.
+            try:
+                self._api.event_destroy(self._event)
+            except Exception:
+                _log_destroy_failed(self._api, self._event, "on close")
 
     def __enter__(self) -> EventFence[E, S]:
         return self
@@ -550,10 +561,15 @@ def _destroy_logged(api: EventApi[Any, Any], event: object, when: str) -> None:
     try:
         api.event_destroy(event)
     except Exception:
-        _log.warning(
-            "%s: destroying fence event %r %s failed; the event is abandoned",
-            api.BACKEND,
-            event,
-            when,
-            exc_info=True,
-        )
+        _log_destroy_failed(api, event, when)
+
+
+def _log_destroy_failed(api: EventApi[Any, Any], event: object, when: str) -> None:
+    # Called from an except block: the warning carries the exception being handled.
+    _log.warning(
+        "%s: destroying fence event %r %s failed; the event is abandoned",
+        api.BACKEND,
+        event,
+        when,
+        exc_info=True,
+    )

@@ -325,29 +325,25 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """
         if type(event) is not Event or event._owner is not self:
             self._refuse_foreign(event, "event_destroy", Event)
-        if event._spare and event._reached and self._keep_spare(event):
-            return
+        if event._spare and event._reached and not self._forked and self._context_lost() is None:
+            # A fence's event seen reached, the common case of a fence's close: with no call
+            # in flight, closed, counted gone and its driver event kept for the next fence in
+            # one section. Every other case is left to _close.
+            with self._lock:
+                kept = not (
+                    event._closed
+                    or event._users != 0
+                    or self._finalized
+                    or len(self._spares) >= self.SPARE_EVENTS
+                )
+                if kept:
+                    event._closed = True
+                    event._users = RELEASED
+                    self._live_events -= 1
+                    self._spares.append(event._raw)
+            if kept:
+                return
         self._close(event)
-
-    def _keep_spare(self, event: Event[RE]) -> bool:
-        # event_destroy of a fence's event seen reached, with no call in flight: closed,
-        # counted gone and its driver event kept for the next fence in one section, the
-        # common case of a fence's close. False leaves every other case to _close.
-        if self._forked or self._context_lost() is not None:
-            return False
-        with self._lock:
-            if (
-                event._closed
-                or event._users != 0
-                or self._finalized
-                or len(self._spares) >= self.SPARE_EVENTS
-            ):
-                return False
-            event._closed = True
-            event._users = RELEASED
-            self._live_events -= 1
-            self._spares.append(event._raw)
-        return True
 
     def event_record(self, event: Event[RE] | object, stream: Stream[RS] | object) -> None:
         """Enqueue the event's timestamp on ``stream``."""
