@@ -898,38 +898,29 @@ def test_a_window_during_a_capture_is_skipped_and_nothing_is_recorded_into_the_c
     stream: Stream[Any],
     emu: EmulatedDriver,
     spelled: Spelling,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The stop checks the stream again: a record into a capture would become part of the
     # user's graph. A window opens and stops with the check and the record in one backend
-    # call, which must still check first; the spy lets the test see that call being made.
-    opened: list[object] = []
-    one_call = api._raw_event_record_unless_capturing
-
-    def spy(event: Any, raw_stream: Any) -> bool:
-        opened.append(event)
-        return bool(one_call(event, raw_stream))
-
-    # The backends bind the compiled call as a static method; the spy takes its place.
-    monkeypatch.setattr(type(api), "_raw_event_record_unless_capturing", staticmethod(spy))
+    # call (made in C, _native.FastPath), which must still check first: the driver's own
+    # counts show each edge's check, and no record into the capture.
     with EventProfiler[Any, Any](api, stream) as prof:
         with prof.window("before"):
             pass
         assert [s.name for s in prof.collect()] == ["before"]  # the pool now has free events
+        checks = emu.calls(spelled.name("StreamIsCapturing"))
         straddles = prof.start("straddles")
+        assert emu.calls(spelled.name("StreamIsCapturing")) == checks + 1
         spelled.begin_capture(stream)
         try:
             records = emu.calls(spelled.name("EventRecord"))
-            checks = emu.calls(spelled.name("StreamIsCapturing"))
             straddles.stop()
             with prof.window("inside") as inside:
                 pass
             assert emu.calls(spelled.name("EventRecord")) == records
-            assert emu.calls(spelled.name("StreamIsCapturing")) == checks + 2
+            # straddles' stop and inside's open, each checked; inside's stop does nothing.
+            assert emu.calls(spelled.name("StreamIsCapturing")) == checks + 3
         finally:
             spelled.end_capture(stream)
-        # straddles opened and stopped, and inside opened, each through the one call.
-        assert len(opened) == 3
         assert straddles.skipped
         assert inside.skipped
         assert prof.skipped == 2
@@ -1005,3 +996,90 @@ def test_another_devices_event_is_used_where_the_driver_allows_it(
         other.event_destroy(theirs)
         other.stream_destroy(other_stream)
     assert other.live_handles() == (0, 0)
+
+
+# -- the fast path's common case in C (_native.FastPath) ---------------------------------------
+
+FAST_PATH_CALLS = ("event_record_unless_capturing", "event_query", "event_elapsed_many")
+
+
+def test_the_fast_path_is_compiled_and_answers_as_the_driverkit_methods_do(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    # The backend's own class serves the three calls from C; each answer, and each handle's
+    # state after it, is what the driverkit method it stands in for gives.
+    compiled = type(api).__mro__[1]
+    assert compiled.__name__ == "FastPath"
+    for name in FAST_PATH_CALLS:
+        assert getattr(type(api), name) is getattr(compiled, name)
+    start, end = api.event_create(), api.event_create()
+    try:
+        records = emu.calls(spelled.name("EventRecord"))
+        assert api.event_record_unless_capturing(start, stream) is True
+        assert DriverBackend.event_record_unless_capturing(api, end, stream) is True
+        assert emu.calls(spelled.name("EventRecord")) == records + 2
+        assert start.recorded
+        assert end.recorded
+        api.stream_synchronize(stream)
+        assert api.event_query(end) is True
+        assert DriverBackend._event_query(api, end) is True
+        pairs = [start, end, start], [end, start, start]
+        readings = api.event_elapsed_many(*pairs)
+        assert readings == DriverBackend.event_elapsed_many(api, *pairs)
+        assert readings[0] >= 0
+        assert readings[1] == 0  # end to start is negative: clamped at 0, as driverkit does
+        assert readings[2] == 0
+        assert api.event_elapsed_many([], []) == []
+    finally:
+        api.event_destroy(start)
+        api.event_destroy(end)
+
+
+def test_the_fast_path_hands_every_other_case_to_the_driverkit_methods(
+    api: Api, stream: Stream[Any]
+) -> None:
+    # Keywords, a tuple, a thread the backend has not seen, and every handle it must refuse:
+    # the C takes none of them, and the driverkit method answers as it would alone.
+    event, unrecorded, other = api.event_create(), api.event_create(), api.event_create()
+    try:
+        assert api.event_record_unless_capturing(event=event, stream=stream) is True
+        api.event_wait(event)
+        assert api.event_query(event=event) is True
+        assert api.event_elapsed_many((event,), (event,)) == [0]
+        answers: list[object] = []
+
+        def on_a_new_thread() -> None:
+            answers.append(api.event_query(event))
+            answers.append(api.event_elapsed_many([event], [event]))
+            answers.append(api.event_record_unless_capturing(event, stream))
+
+        worker = threading.Thread(target=on_a_new_thread)
+        worker.start()
+        worker.join(JOIN_S)
+        assert answers == [True, [0], True]
+        with pytest.raises(EventStateError, match="never recorded"):
+            api.event_query(unrecorded)
+        with pytest.raises(EventStateError, match="never recorded"):
+            api.event_elapsed_many([event], [unrecorded])
+        with pytest.raises(ValueError, match="1 starts but 2 ends"):
+            api.event_elapsed_many([event], [event, event])
+        api.event_destroy(other)
+        destroyed: tuple[tuple[Callable[..., object], tuple[object, ...]], ...] = (
+            (api.event_record_unless_capturing, (other, stream)),
+            (api.event_query, (other,)),
+            (api.event_elapsed_many, ([event], [other])),
+        )
+        for call, args in destroyed:
+            with pytest.raises(EventStateError, match="already destroyed"):
+                call(*args)
+        foreign: tuple[tuple[Callable[..., object], tuple[object, ...]], ...] = (
+            (api.event_record_unless_capturing, (stream, event)),
+            (api.event_query, (42,)),
+            (api.event_elapsed_many, ([event], [object()])),
+        )
+        for call, args in foreign:
+            with pytest.raises(EventStateError, match="refused"):
+                call(*args)
+    finally:
+        for handle in (event, unrecorded, other):
+            api.event_destroy(handle)

@@ -197,6 +197,7 @@ def test_plugin_api_is_a_major_minor_pair() -> None:
 MODULE_NAMES = {
     "eventapi.driverkit": {
         "CaptureCheckMixin",
+        "CompiledFastPath",
         "DriverBackend",
         "DriverCalls",
         "Event",
@@ -205,6 +206,7 @@ MODULE_NAMES = {
         "LiveHandles",
         "Stream",
         "c_int_out",
+        "compiled_fast_path",
         "foreign_stream_handle",
         "launch_host_func",
         "ms_to_ns",

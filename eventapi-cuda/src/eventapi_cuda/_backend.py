@@ -53,11 +53,17 @@ from eventapi.driverkit import (
     DriverCalls,
     EventQueryMixin,
     HostFuncMixin,
+    compiled_fast_path,
     foreign_stream_handle,
     launch_host_func,
 )
 
 from . import _native
+
+# The fast path's common case in C, on driverkit's own handles: _native.FastPath, first among
+# the backend's bases, takes event_record_unless_capturing, event_query and event_elapsed_many
+# and hands anything else to the driverkit methods (see eventapi.driverkit.compiled_fast_path).
+_native.configure_fast_path(*compiled_fast_path())
 
 if TYPE_CHECKING:
     from eventapi import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
@@ -227,7 +233,12 @@ def _release_primary_context(device: Any) -> None:
 
 
 @final
-class CudaBackend(EventQueryMixin[int, int], CaptureCheckMixin[int, int], HostFuncMixin[int, int]):
+class CudaBackend(
+    _native.FastPath,
+    EventQueryMixin[int, int],
+    CaptureCheckMixin[int, int],
+    HostFuncMixin[int, int],
+):
     """The CUDA driver's events and streams on one device.
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache

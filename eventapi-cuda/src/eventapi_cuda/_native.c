@@ -42,6 +42,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 /* A new reference to `obj`: what a call returns. */
@@ -580,6 +581,283 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *arg) {
     RETURN_NONE;
 }
 
+/* -- the fast path over eventapi.driverkit's handles -------------------------------------- */
+
+/*
+ * FastPath, a base class of the cuda and hip backends: three of eventapi.SupportsFastPath's
+ * calls (a window's record, a fence's query, a collect's readings) made on the driverkit
+ * handles themselves, so that the handle checks and the driver call are one C call. The
+ * driverkit methods they stand in for hold the backend's lock from the checks to the driver
+ * call, so that a destroy on another thread cannot come between; here the GIL does it: between
+ * reading a handle's state and the driver call nothing allocates a Python object that the
+ * collector tracks, calls Python code or releases the GIL, so no other thread and no finalizer
+ * runs in between (the driverkit destroy marks a handle closed before it reaches the driver).
+ * Only the common case is taken: a handle of this backend, open (and recorded, where a call
+ * needs it), on a thread the backend is bound to, with positional arguments. Anything else is
+ * handed to the driverkit method itself, which refuses it or makes the call, with the same
+ * errors. What is read and written of a handle (its slots' own descriptors), and the
+ * methods, come from eventapi.driverkit.compiled_fast_path(): the handle classes own them.
+ */
+
+enum { SLOT_OWNER, SLOT_CLOSED, SLOT_RAW, SLOT_RECORDED, SLOT_REACHED, SLOT_COUNT };
+enum { BY_RECORD, BY_QUERY, BY_ELAPSED_MANY, BY_COUNT };
+
+static struct {
+    int configured;
+    PyObject *event_type, *stream_type;
+    PyObject *slot[SLOT_COUNT];
+    descrgetfunc get[SLOT_COUNT];
+    descrsetfunc set[SLOT_COUNT];
+    PyObject *thread_state, *bound; /* the backend's per-thread state, and its "bound" flag */
+    PyObject *by[BY_COUNT];         /* the driverkit methods, for every case not taken here */
+} fp;
+
+static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!arg_count("configure_fast_path", nargs, 6)) return NULL;
+    PyObject *slots = args[2], *methods = args[5];
+    if (!PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyTuple_Check(slots) ||
+        PyTuple_Size(slots) != SLOT_COUNT || !PyUnicode_Check(args[3]) ||
+        !PyUnicode_Check(args[4]) || !PyTuple_Check(methods) ||
+        PyTuple_Size(methods) != BY_COUNT) {
+        PyErr_Format(PyExc_TypeError,
+                     "configure_fast_path(event_type, stream_type, %d slots, thread_state, "
+                     "bound, %d methods)",
+                     SLOT_COUNT, BY_COUNT);
+        return NULL;
+    }
+    descrgetfunc get[SLOT_COUNT];
+    descrsetfunc set[SLOT_COUNT];
+    for (int i = 0; i < SLOT_COUNT; i++) {
+        PyTypeObject *kind = Py_TYPE(PyTuple_GetItem(slots, i));
+        get[i] = (descrgetfunc)PyType_GetSlot(kind, Py_tp_descr_get);
+        set[i] = (descrsetfunc)PyType_GetSlot(kind, Py_tp_descr_set);
+        if (get[i] == NULL || set[i] == NULL) {
+            PyErr_SetString(PyExc_TypeError, "configure_fast_path(): a slot is a data descriptor");
+            return NULL;
+        }
+    }
+    for (int i = 0; i < BY_COUNT; i++) {
+        if (!PyCallable_Check(PyTuple_GetItem(methods, i))) {
+            PyErr_SetString(PyExc_TypeError, "configure_fast_path(): methods are callable");
+            return NULL;
+        }
+    }
+    /* Kept for the process, as configure()'s: the classes and functions live as long. */
+    PyObject *keep[] = {args[0], args[1], args[3], args[4]};
+    for (int i = 0; i < 4; i++) Py_IncRef(keep[i]);
+    fp.event_type = args[0];
+    fp.stream_type = args[1];
+    fp.thread_state = args[3];
+    fp.bound = args[4];
+    for (int i = 0; i < SLOT_COUNT; i++) {
+        fp.slot[i] = new_ref(PyTuple_GetItem(slots, i));
+        fp.get[i] = get[i];
+        fp.set[i] = set[i];
+    }
+    for (int i = 0; i < BY_COUNT; i++) fp.by[i] = new_ref(PyTuple_GetItem(methods, i));
+    fp.configured = 1;
+    RETURN_NONE;
+}
+
+/* The driverkit method `which` with (self, *args, **kwnames): every case not taken here. */
+static PyObject *hand_over(int which, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames) {
+    if (!fp.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "the native fast path was not configured");
+        return NULL;
+    }
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    PyObject *positional = PyTuple_New(nargs + 1), *keywords = NULL, *result = NULL;
+    if (positional == NULL) return NULL;
+    PyTuple_SetItem(positional, 0, new_ref(self)); /* steals */
+    for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SetItem(positional, i + 1, new_ref(args[i]));
+    if (nkw > 0) {
+        keywords = PyDict_New();
+        if (keywords == NULL) goto done;
+        for (Py_ssize_t i = 0; i < nkw; i++) {
+            if (PyDict_SetItem(keywords, PyTuple_GetItem(kwnames, i), args[nargs + i]) < 0)
+                goto done;
+        }
+    }
+    result = PyObject_Call(fp.by[which], positional, keywords);
+done:
+    Py_DecRef(positional);
+    Py_DecRef(keywords);
+    return result;
+}
+
+/* A new reference to `obj`'s slot `i`, or NULL (with the error cleared) when it is unset. */
+static PyObject *slot_value(int i, PyObject *obj) {
+    PyObject *value = fp.get[i](fp.slot[i], obj, (PyObject *)Py_TYPE(obj));
+    if (value == NULL) PyErr_Clear();
+    return value;
+}
+
+/* 1 when `obj`'s slot `i` is `expected` (compared by identity), else 0. */
+static int slot_is(int i, PyObject *obj, PyObject *expected) {
+    PyObject *value = slot_value(i, obj);
+    int same = value == expected;
+    Py_DecRef(value);
+    return same;
+}
+
+/* 1 when `handle` is of `kind`, `owner`'s and open; its driver handle in *raw. */
+static int own_open(PyObject *handle, PyObject *kind, PyObject *owner, void **raw) {
+    if ((PyObject *)Py_TYPE(handle) != kind || !slot_is(SLOT_OWNER, handle, owner) ||
+        !slot_is(SLOT_CLOSED, handle, Py_False))
+        return 0;
+    PyObject *value = slot_value(SLOT_RAW, handle);
+    if (value == NULL) return 0;
+    int ok = PyLong_Check(value) && handle_arg(value, raw);
+    if (!ok) PyErr_Clear(); /* not a driver handle (not created yet): the method says so */
+    Py_DecRef(value);
+    return ok;
+}
+
+/* 1 when the calling thread is bound to `self` (the backend's thread_state.bound is True).
+   Asked first: the per-thread state of a new thread is allocated here. */
+static int thread_bound(PyObject *self) {
+    PyObject *state = PyObject_GetAttr(self, fp.thread_state);
+    if (state == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *bound = PyObject_GetAttr(state, fp.bound);
+    Py_DecRef(state);
+    if (bound == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int yes = bound == Py_True;
+    Py_DecRef(bound);
+    return yes;
+}
+
+static PyObject *fast_record_unless_capturing(PyObject *self, PyObject *const *args,
+                                              Py_ssize_t nargs, PyObject *kwnames) {
+    void *event, *stream;
+    if (!fp.configured || kwnames != NULL || nargs != 2 || !thread_bound(self) ||
+        !own_open(args[0], fp.event_type, self, &event) ||
+        !own_open(args[1], fp.stream_type, self, &stream))
+        return hand_over(BY_RECORD, self, args, nargs, kwnames);
+    OPEN(STREAM_IS_CAPTURING);
+    int capturing = 0;
+    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
+    if (status != 0) return raise_status(STREAM_IS_CAPTURING, status);
+    if (capturing != 0) RETURN_FALSE;
+    status = CALL(EVENT_RECORD, record_fn)(event, stream);
+    if (status != 0) return raise_status(EVENT_RECORD, status);
+    if (fp.set[SLOT_REACHED](fp.slot[SLOT_REACHED], args[0], Py_False) < 0 ||
+        fp.set[SLOT_RECORDED](fp.slot[SLOT_RECORDED], args[0], Py_True) < 0)
+        return NULL;
+    RETURN_TRUE;
+}
+
+static PyObject *fast_event_query(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames) {
+    void *event;
+    if (!fp.configured || kwnames != NULL || nargs != 1 || !thread_bound(self) ||
+        !own_open(args[0], fp.event_type, self, &event) ||
+        !slot_is(SLOT_RECORDED, args[0], Py_True))
+        return hand_over(BY_QUERY, self, args, nargs, kwnames);
+    OPEN(EVENT_QUERY);
+    status_t status = CALL(EVENT_QUERY, handle_fn)(event);
+    if (status == cfg.not_ready) RETURN_FALSE;
+    if (status != 0) return raise_status(EVENT_QUERY, status);
+    if (fp.set[SLOT_REACHED](fp.slot[SLOT_REACHED], args[0], Py_True) < 0) return NULL;
+    RETURN_TRUE;
+}
+
+/* The raw handles of a list of this backend's open, recorded events into raws; 0 if any is
+   not one (or the list changed size), and nothing is raised. */
+static int recorded_raws(PyObject *self, PyObject *events, Py_ssize_t count, void **raws) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *event = PyList_GetItem(events, i); /* borrowed: nothing runs meanwhile */
+        if (event == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (!own_open(event, fp.event_type, self, &raws[i]) ||
+            !slot_is(SLOT_RECORDED, event, Py_True))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *fast_event_elapsed_many(PyObject *self, PyObject *const *args,
+                                         Py_ssize_t nargs, PyObject *kwnames) {
+    if (!fp.configured || kwnames != NULL || nargs != 2 || !PyList_Check(args[0]) ||
+        !PyList_Check(args[1]) || PyList_Size(args[0]) != PyList_Size(args[1]) ||
+        !thread_bound(self))
+        return hand_over(BY_ELAPSED_MANY, self, args, nargs, kwnames);
+    Py_ssize_t count = PyList_Size(args[0]);
+    /* Allocated before the handles are read: a list is tracked by the collector, whose
+       finalizers could destroy a handle between its check and its reading. */
+    PyObject *readings = PyList_New(count);
+    void **raws = PyMem_Malloc(sizeof(void *) * (size_t)(2 * count + 1));
+    if (readings == NULL || raws == NULL) {
+        Py_DecRef(readings);
+        PyMem_Free(raws);
+        return PyErr_NoMemory();
+    }
+    if (!recorded_raws(self, args[0], count, raws) ||
+        !recorded_raws(self, args[1], count, raws + count)) {
+        Py_DecRef(readings);
+        PyMem_Free(raws);
+        return hand_over(BY_ELAPSED_MANY, self, args, nargs, kwnames);
+    }
+    if (!ready()) goto fail;
+    if (cfg.lost != 0) {
+        raise_status(EVENT_ELAPSED, cfg.lost);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        float ms = 0.0f;
+        status_t status = CALL(EVENT_ELAPSED, elapsed_fn)(&ms, raws[i], raws[count + i]);
+        if (status != 0) {
+            raise_status(EVENT_ELAPSED, status);
+            goto fail;
+        }
+        PyObject *ns = ns_from_ms(ms); /* an int: not tracked by the collector */
+        if (ns == NULL) goto fail;
+        if (PyLong_AsLongLong(ns) < 0) { /* clamped at 0, as the driverkit method does */
+            Py_DecRef(ns);
+            ns = PyLong_FromLong(0);
+            if (ns == NULL) goto fail;
+        }
+        PyList_SetItem(readings, i, ns); /* steals ns */
+    }
+    PyMem_Free(raws);
+    return readings;
+fail:
+    PyMem_Free(raws);
+    Py_DecRef(readings);
+    return NULL;
+}
+
+static PyMethodDef fast_path_methods[] = {
+    {"event_record_unless_capturing", (PyCFunction)(void (*)(void))fast_record_unless_capturing,
+     METH_FASTCALL | METH_KEYWORDS,
+     "event_record_unless_capturing(event, stream) -> bool: see eventapi.driverkit"},
+    {"event_query", (PyCFunction)(void (*)(void))fast_event_query,
+     METH_FASTCALL | METH_KEYWORDS, "event_query(event) -> bool: see eventapi.driverkit"},
+    {"event_elapsed_many", (PyCFunction)(void (*)(void))fast_event_elapsed_many,
+     METH_FASTCALL | METH_KEYWORDS,
+     "event_elapsed_many(starts, ends) -> list[int]: see eventapi.driverkit"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot fast_path_slots[] = {
+    {Py_tp_doc, "The fast path's common case in C; see _native.c."},
+    {Py_tp_methods, fast_path_methods},
+    {0, NULL},
+};
+
+static PyType_Spec fast_path_spec = {
+    "_native.FastPath", 0, 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, fast_path_slots,
+};
+
 /* -- the module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -612,6 +890,8 @@ static PyMethodDef methods[] = {
     {"event_wait", event_wait, METH_O, "event_wait(event): query spin, then synchronize"},
     {"stream_synchronize", stream_synchronize, METH_O,
      "stream_synchronize(stream): wait on a blocking-sync event recorded into it"},
+    {"configure_fast_path", (PyCFunction)(void (*)(void))configure_fast_path, METH_FASTCALL,
+     "configure_fast_path(event_type, stream_type, slots, thread_state, bound, methods)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -620,4 +900,27 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL) return NULL;
+    /* The class is named under its module as imported (eventapi_cuda._native or
+       eventapi_hip._native), which one source cannot spell: the spec's name is made here, in
+       storage that lives as long as the type, which keeps pointing into it. */
+    static char qualified[200];
+    const char *module_name = PyModule_GetName(mod);
+    if (module_name == NULL ||
+        snprintf(qualified, sizeof qualified, "%s.FastPath", module_name) >=
+            (int)sizeof qualified) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ImportError, "_native: a long module name");
+        Py_DecRef(mod);
+        return NULL;
+    }
+    fast_path_spec.name = qualified;
+    PyObject *fast_path = PyType_FromSpec(&fast_path_spec);
+    if (fast_path == NULL || PyModule_AddObject(mod, "FastPath", fast_path) < 0) {
+        Py_DecRef(fast_path);
+        Py_DecRef(mod);
+        return NULL;
+    }
+    return mod;
+}

@@ -1,5 +1,6 @@
 # The C extension built from _native.c (see docs/native.md). Handles are ints (addresses).
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 def configure(
     addresses: tuple[int, ...],
@@ -26,3 +27,19 @@ def event_elapsed_ns(start: int, end: int, /) -> int: ...
 def event_elapsed_ns_many(starts: list[int], ends: list[int], /) -> list[int]: ...
 def event_wait(event: int, /) -> None: ...
 def stream_synchronize(stream: int, /) -> None: ...
+def configure_fast_path(
+    event_type: type,
+    stream_type: type,
+    slots: tuple[Any, ...],
+    thread_state: str,
+    bound: str,
+    methods: tuple[Callable[..., Any], ...],
+    /,
+) -> None: ...
+
+class FastPath:
+    # The calls of eventapi.driverkit.DriverBackend that _native.c makes in C; their common
+    # case only, every other one handed to the DriverBackend method of the same name.
+    def event_record_unless_capturing(self, event: object, stream: object) -> bool: ...
+    def event_query(self, event: object) -> bool: ...
+    def event_elapsed_many(self, starts: Sequence[Any], ends: Sequence[Any]) -> list[int]: ...

@@ -108,7 +108,12 @@ from __future__ import annotations
 # true and see the imports; it is deleted below, so it is not public.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._backend import DriverBackend, release_spare_events
+    from ._backend import (
+        CompiledFastPath,
+        DriverBackend,
+        compiled_fast_path,
+        release_spare_events,
+    )
     from ._calls import DriverCalls, foreign_stream_handle, launch_host_func, ms_to_ns
     from ._capabilities import CaptureCheckMixin, EventQueryMixin, HostFuncMixin
     from ._handles import Event, LiveHandles, Stream
@@ -130,6 +135,7 @@ del TYPE_CHECKING
 
 __all__ = [
     "CaptureCheckMixin",
+    "CompiledFastPath",
     "DriverBackend",
     "DriverCalls",
     "Event",
@@ -138,6 +144,7 @@ __all__ = [
     "LiveHandles",
     "Stream",
     "c_int_out",
+    "compiled_fast_path",
     "foreign_stream_handle",
     "launch_host_func",
     "ms_to_ns",
@@ -148,6 +155,7 @@ __all__ = [
 # Where each public name is defined: the same list as the imports above, read at run time.
 _WHERE = {
     "CaptureCheckMixin": "_capabilities",
+    "CompiledFastPath": "_backend",
     "DriverBackend": "_backend",
     "DriverCalls": "_calls",
     "Event": "_handles",
@@ -156,6 +164,7 @@ _WHERE = {
     "LiveHandles": "_handles",
     "Stream": "_handles",
     "c_int_out": "probe",
+    "compiled_fast_path": "_backend",
     "foreign_stream_handle": "_calls",
     "launch_host_func": "_calls",
     "ms_to_ns": "_calls",

@@ -15,7 +15,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
+from typing import Any, ClassVar, Generic, NamedTuple, NoReturn, TypeVar, cast
 
 from .._compiled import mypyc_attr
 from .._errors import CaptureError, DriverError, EventStateError
@@ -29,11 +29,12 @@ from ._handles import (
     LiveHandles,
     Stream,
     _Handle,
+    handle_slots,
     raw_store,
     raw_take,
 )
 
-__all__ = ["DriverBackend", "release_spare_events"]
+__all__ = ["CompiledFastPath", "DriverBackend", "compiled_fast_path", "release_spare_events"]
 
 _log = logging.getLogger("eventapi")
 
@@ -1093,3 +1094,42 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._raw_launch_host_func(raw, fn)
         finally:
             self._leave(handle)
+
+
+class CompiledFastPath(NamedTuple):
+    """What a backend's compiled fast path needs of driverkit; see :func:`compiled_fast_path`."""
+
+    event_type: type
+    stream_type: type
+    slots: tuple[Any, ...]
+    thread_state: str
+    bound: str
+    methods: tuple[Callable[..., Any], ...]
+
+
+def compiled_fast_path() -> CompiledFastPath:
+    """The handles, slots and methods a compiled fast path stands on, in the order C takes them.
+
+    A backend whose driver calls are C (cuda's and hip's ``_native``) may make the common case
+    of three fast-path calls there, handle checks included: ``event_record_unless_capturing``,
+    ``event_query`` and ``event_elapsed_many``. That C reads the handles through ``slots``
+    (the descriptors of their owner, closed, driver-handle, recorded and reached slots), checks that the calling thread is
+    bound (the attribute ``bound`` of the backend object's attribute ``thread_state``, set by
+    its first call on a thread, and never on a forked object), and hands every other case to
+    ``methods``, the :class:`DriverBackend` methods it stands in for (called with the backend
+    object first), which refuse it or make it. Where those methods hold the lock from their
+    checks to the driver call, the C holds the GIL and runs no Python code in between, which
+    excludes a destroy on another thread and a finalizer alike.
+    """
+    return CompiledFastPath(
+        Event,
+        Stream,
+        handle_slots(),
+        "_tls",
+        "bound",
+        (
+            DriverBackend.event_record_unless_capturing,
+            DriverBackend._event_query,
+            DriverBackend.event_elapsed_many,
+        ),
+    )

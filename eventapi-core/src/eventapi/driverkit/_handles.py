@@ -16,7 +16,17 @@ from .._errors import EventStateError
 if TYPE_CHECKING:
     from ._backend import DriverBackend
 
-__all__ = ["NO_RAW", "RE", "RS", "Event", "LiveHandles", "Stream", "raw_store", "raw_take"]
+__all__ = [
+    "NO_RAW",
+    "RE",
+    "RS",
+    "Event",
+    "LiveHandles",
+    "Stream",
+    "handle_slots",
+    "raw_store",
+    "raw_take",
+]
 
 RE = TypeVar("RE")
 RS = TypeVar("RS")
@@ -268,3 +278,16 @@ def raw_take(handle: _Handle) -> tuple[Callable[[], Any], Callable[[], None]]:
     the driver handle still in its wrapper, whose finalizer destroys it, or destroyed.
     """
     return partial(_RAW_SLOT.__get__, handle), partial(_RAW_SLOT.__set__, handle, NO_RAW)
+
+
+def handle_slots() -> tuple[Any, ...]:
+    """The slots a compiled fast path reads and writes, as their own descriptors.
+
+    ``(owner, closed, raw, recorded, reached)``: the first three of every handle, the last two
+    of an event. A backend's C code (``eventapi_cuda._native``'s ``FastPath``) reads a handle's
+    owner, state and driver handle through them and, after a record or a query, marks the
+    event recorded or reached, as :class:`~eventapi.driverkit.DriverBackend`'s own methods do:
+    the handle classes name what may be touched, and no other module spells their slots.
+    """
+    handle, event = vars(_Handle), vars(Event)
+    return (handle["_owner"], handle["_closed"], _RAW_SLOT, event["_recorded"], event["_reached"])
