@@ -226,7 +226,7 @@ def _lean_rows(backend: str, fw: dict[str, float]) -> list[str]:
         peer = fw.get(f"{op}_cuda.core_us")
         against, base = ("cuda.core", peer) if peer else ("raw", fw[f"{op}_raw_us"])
         ratio = fw[f"{op}_eventapi_us"] / base
-        row = _row(f"{backend} {op} vs {against}", ratio, GOALS["lean"])
+        row = _row(f"{backend} {op} vs {against}, lean-core goal", ratio, GOALS["lean"])
         floor = fw.get(f"{op}_driver_us")
         if floor is not None:
             row += f" driver calls alone: {floor / base:.2f}x |"
