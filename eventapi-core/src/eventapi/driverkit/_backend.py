@@ -1113,13 +1113,14 @@ def compiled_fast_path() -> CompiledFastPath:
     A backend whose driver calls are C (cuda's and hip's ``_native``) may make the common case
     of three fast-path calls there, handle checks included: ``event_record_unless_capturing``,
     ``event_query`` and ``event_elapsed_many``. That C reads the handles through ``slots``
-    (the descriptors of their owner, closed, driver-handle, recorded and reached slots), checks that the calling thread is
-    bound (the attribute ``bound`` of the backend object's attribute ``thread_state``, set by
-    its first call on a thread, and never on a forked object), and hands every other case to
-    ``methods``, the :class:`DriverBackend` methods it stands in for (called with the backend
-    object first), which refuse it or make it. Where those methods hold the lock from their
-    checks to the driver call, the C holds the GIL and runs no Python code in between, which
-    excludes a destroy on another thread and a finalizer alike.
+    (the descriptors of their owner, closed, driver-handle, recorded and reached slots),
+    checks that the calling thread is bound (the attribute ``bound`` of the backend object's
+    attribute ``thread_state``, set by its first call on a thread, and never on a forked
+    object), and hands every other case to ``methods``, the :class:`DriverBackend` methods it
+    stands in for (called with the backend object first), which refuse it or make it. Where
+    those methods hold the lock from their checks to the driver call, the C holds the GIL and
+    runs no Python code in between, which excludes a destroy on another thread and a
+    finalizer alike.
     """
     return CompiledFastPath(
         Event,
