@@ -61,7 +61,7 @@ _POLL_MAX_S = 1e-3
 _SPIN_NS = 100_000
 
 _RECORD: Final = object()  # EventFence.record's token for EventFence.__init__
-_NOTHING: Final[tuple[()]] = ()  # EventFence.record's default keep_alive
+_NOTHING: Final[tuple[()]] = ()  # the empty tuple, EventFence.record's default keep_alive
 
 
 @final
@@ -132,7 +132,7 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     @classmethod
     def record(
-        cls, api: EventApi[E, S], stream: S, *, keep_alive: Iterable[object] = _NOTHING
+        cls, api: EventApi[E, S], stream: S, *, keep_alive: Iterable[object] = ()
     ) -> EventFence[E, S]:
         """Create an event, record it into ``stream`` and return the fence that owns it.
 
@@ -148,7 +148,8 @@ class EventFence(SingleOwner, Generic[E, S]):
         an event created before a failed record is destroyed first (a failure of that destroy is
         logged), so nothing leaks.
         """
-        # Before anything is created: it may raise. The default, shared, costs no call.
+        # Before anything is created: it may raise. The default costs no call: CPython has one
+        # empty tuple, the default's (any other empty iterable still gives None).
         held = None if keep_alive is _NOTHING else (tuple(keep_alive) or None)
         # The class's capabilities, cached: capabilities_of asks and caches the first time.
         capable = _by_class.get(type(api)) or capabilities_of(api, "EventFence.record")
