@@ -10,7 +10,10 @@ Usage (``make bench ARGS="..."``)::
 * fence and window against the raw binding calls on the emulated ``cuda`` and ``hip`` drivers
   (``fence_window.py``, one process per backend with its driver preloaded), and on the instant
   device once more with the compiled build of the core first on the path, when ``make compiled``
-  built it from the current source (docs/native.md: it is measured, not shipped);
+  built it from the current source (docs/native.md: it is measured, not shipped); beside them,
+  cuda.core's fence and window, and the contract's driver calls alone (the floor no
+  implementation goes below), with the instant rows read against the goals of 1.0x the raw
+  calls and 0.8x cuda.core (or, on hip, the raw calls);
 * the ``host`` backend's anchor uncertainty (median and worst of many collects);
 * the CPU time of a thread waiting 50 ms on a fence, next to the wall time, on ``host``,
   ``cuda`` and ``hip`` (``wait_cpu.py``).
