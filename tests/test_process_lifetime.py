@@ -178,6 +178,12 @@ def child():
     global event, stream
     refused(lambda: api.event_wait(event), "a wait on the parent's event")
     refused(api.event_create, "a create through the parent's object")
+    # The calls cuda and hip make in C (_native.FastPath) hand a forked object to driverkit.
+    refused(lambda: api.event_query(event), "a query of the parent's event")
+    refused(
+        lambda: api.event_record_unless_capturing(event, stream), "a record of the parent's event"
+    )
+    refused(lambda: api.event_elapsed_many([event], [event]), "a reading of the parent's event")
     try:
         type(api)(0)
     except eventapi.BackendUnavailableError as exc:
