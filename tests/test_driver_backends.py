@@ -957,6 +957,140 @@ def test_a_window_whose_check_or_record_fails_raises_naming_that_call(
         assert [s.name for s in prof.collect()] == ["after"]
 
 
+def test_a_fence_from_a_spare_is_made_and_given_back_in_c_with_the_counts_exact(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    # event_record_new takes a spare driver event and event_destroy gives it back, each in one
+    # C call under the backend's lock: no create or destroy reaches the driver, live_handles()
+    # counts the open event and only it, and the event's state is what driverkit's gives.
+    calls = ("EventCreate" if spelled.kind == "cuda" else "EventCreateWithFlags", "EventDestroy")
+    base = _driver_events(emu)  # (it releases every object's spares first)
+    fence = EventFence.record(api, stream)
+    fence.wait()
+    fence.close()  # a spare now
+    spares = emu.live_handles(spares=True).events
+    assert spares == base + 1
+    before = _driver_calls(emu, spelled, *calls)
+    for _ in range(3):
+        event = api.event_record_new(stream)
+        assert isinstance(event, eventapi.driverkit.Event)
+        assert (event.recorded, event.closed) == (True, False)
+        assert api.live_handles().events == 1
+        api.event_wait(event)
+        assert api.event_query(event) is True
+        api.event_destroy(event)
+        assert event.closed
+        assert api.live_handles().events == 0
+        api.event_destroy(event)  # a second destroy is a no-op, as driverkit's
+        with pytest.raises(EventStateError, match="already destroyed"):
+            api.event_query(event)
+    assert _driver_calls(emu, spelled, *calls) == before
+    assert emu.live_handles(spares=True).events == spares
+
+    # Capturing: None, and the spare is back as it was, the wrapper neither open nor counted.
+    records = emu.calls(spelled.name("EventRecord"))
+    spelled.begin_capture(stream)
+    try:
+        assert api.event_record_new(stream) is None
+    finally:
+        spelled.end_capture(stream)
+    assert emu.calls(spelled.name("EventRecord")) == records
+    assert api.live_handles().events == 0
+    assert emu.live_handles(spares=True).events == spares
+    assert _driver_calls(emu, spelled, *calls) == before
+
+    # An event destroyed before it was seen reached goes back to the driver (the method's
+    # case, handed over): HIP leaves re-recording it undefined.
+    gate = _held(api, stream)
+    try:
+        unseen = api.event_record_new(stream)
+        assert unseen is not None
+        destroys = emu.calls(spelled.name("EventDestroy"))
+        api.event_destroy(unseen)
+        assert emu.calls(spelled.name("EventDestroy")) == destroys + 1
+    finally:
+        gate.set()
+    assert api.live_handles().events == 0
+    assert emu.live_handles(spares=True).events == spares - 1
+
+
+@pytest.mark.parametrize("call", ["StreamIsCapturing", "EventRecord"])
+def test_a_spares_failed_check_or_record_raises_and_sends_it_to_the_driver(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling, call: str
+) -> None:
+    fence = EventFence.record(api, stream)
+    fence.wait()
+    fence.close()
+    spares = emu.live_handles(spares=True).events
+    emu.inject_fault(spelled.name(call), code=400)
+    with pytest.raises(DriverError) as failed:
+        api.event_record_new(stream)
+    assert (failed.value.call, failed.value.code) == (spelled.name(call), 400)
+    assert api.live_handles().events == 0
+    assert emu.live_handles(spares=True).events == spares - 1  # destroyed, not kept
+    again = EventFence.record(api, stream)  # a create: no spare is left
+    again.wait()
+    again.close()
+    assert api.live_handles().events == 0
+
+
+def test_a_fences_calls_hand_every_other_case_to_the_driverkit_methods(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
+) -> None:
+    # Keywords, another thread's first call, foreign and destroyed handles, an event of the
+    # user's own: the C takes none of them, and each answer is the driverkit method's.
+    assert api.adopt_stream(stream) is stream
+    assert api.adopt_stream(stream=stream) is stream
+    adopted = api.adopt_stream(0)  # the default stream, adopted by the method
+    assert adopted.raw == 0
+    assert not adopted.owned
+    event = api.event_record_new(stream=stream)
+    assert event is not None
+    api.event_wait(event)
+    api.event_destroy(event=event)
+    assert event.closed
+    answers: list[object] = []
+
+    def on_a_new_thread() -> None:
+        fence = api.event_record_new(stream)
+        answers.append(fence is not None and fence.recorded)
+        if fence is not None:
+            api.event_wait(fence)
+            answers.append(api.event_query(fence))
+            api.event_destroy(fence)
+            answers.append(fence.closed)
+
+    worker = threading.Thread(target=on_a_new_thread)
+    worker.start()
+    worker.join(JOIN_S)
+    assert answers == [True, True, True]
+    users = api.event_create()  # never a spare: back to the driver
+    destroys = emu.calls(spelled.name("EventDestroy"))
+    api.event_destroy(users)
+    assert emu.calls(spelled.name("EventDestroy")) == destroys + 1
+    other = type(api)(0)
+    theirs, their_event = other.stream_create_non_blocking(), other.event_create()
+    gone = api.stream_create_non_blocking()
+    api.stream_destroy(gone)
+    try:
+        for call, args in (
+            (api.event_record_new, (theirs,)),
+            (api.adopt_stream, (theirs,)),
+            (api.event_destroy, (42,)),
+            (api.event_destroy, (their_event,)),
+        ):
+            with pytest.raises(EventStateError, match=r"refused|not an? "):
+                call(*args)
+        for call, args in ((api.event_record_new, (gone,)), (api.adopt_stream, (gone,))):
+            with pytest.raises(EventStateError, match="destroyed"):
+                call(*args)
+    finally:
+        other.event_destroy(their_event)
+        other.stream_destroy(theirs)
+    assert other.live_handles() == (0, 0)
+    assert api.live_handles().events == 0
+
+
 # -- two devices ----------------------------------------------------------------------------------
 
 
@@ -1000,13 +1134,20 @@ def test_another_devices_event_is_used_where_the_driver_allows_it(
 
 # -- the fast path's common case in C (_native.FastPath) ---------------------------------------
 
-FAST_PATH_CALLS = ("event_record_unless_capturing", "event_query", "event_elapsed_many")
+FAST_PATH_CALLS = (
+    "event_record_unless_capturing",
+    "event_query",
+    "event_elapsed_many",
+    "event_record_new",
+    "event_destroy",
+    "adopt_stream",
+)
 
 
 def test_the_fast_path_is_compiled_and_answers_as_the_driverkit_methods_do(
     api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling
 ) -> None:
-    # The backend's own class serves the three calls from C; each answer, and each handle's
+    # The backend's own class serves the fast path's calls from C; each answer, and each handle's
     # state after it, is what the driverkit method it stands in for gives.
     compiled = type(api).__mro__[1]
     assert compiled.__name__ == "FastPath"

@@ -584,23 +584,49 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *arg) {
 /* -- the fast path over eventapi.driverkit's handles -------------------------------------- */
 
 /*
- * FastPath, a base class of the cuda and hip backends: three of eventapi.SupportsFastPath's
- * calls (a window's record, a fence's query, a collect's readings) made on the driverkit
- * handles themselves, so that the handle checks and the driver call are one C call. The
- * driverkit methods they stand in for hold the backend's lock from the checks to the driver
- * call, so that a destroy on another thread cannot come between; here the GIL does it: between
- * reading a handle's state and the driver call nothing allocates a Python object that the
- * collector tracks, calls Python code or releases the GIL, so no other thread and no finalizer
- * runs in between (the driverkit destroy marks a handle closed before it reaches the driver).
- * Only the common case is taken: a handle of this backend, open (and recorded, where a call
- * needs it), on a thread the backend is bound to, with positional arguments. Anything else is
- * handed to the driverkit method itself, which refuses it or makes the call, with the same
- * errors. What is read and written of a handle (its slots' own descriptors), and the
- * methods, come from eventapi.driverkit.compiled_fast_path(): the handle classes own them.
+ * FastPath, a base class of the cuda and hip backends: six of eventapi.SupportsFastPath's
+ * calls (a window's record; a fence's stream adoption, record, query and destroy; a collect's
+ * readings) made on the driverkit handles themselves, so that the handle checks and the driver
+ * call are one C call. Only the common case is taken: a handle of this backend, open (and recorded, where a
+ * call needs it), on a thread the backend is bound to, with positional arguments, and for a
+ * fence's record and destroy a spare driver event to take or room to keep one. Anything else
+ * is handed to the driverkit method itself, which refuses it or makes the call, with the same
+ * errors.
+ *
+ * The driverkit methods hold the backend's lock from their checks to the driver call, so that
+ * a destroy on another thread cannot come between. The record, query and readings rely on the
+ * GIL instead: between reading a handle's state and the driver call nothing allocates a Python
+ * object that the collector tracks, calls Python code or releases the GIL, so no other thread
+ * and no finalizer runs in between (the driverkit destroy marks a handle closed before it
+ * reaches the driver). A fence's record and destroy change the object's own bookkeeping (its
+ * spare list and live count, which its other methods change across several statements), so
+ * they take the object's lock as the driverkit methods do, and run no Python code while they
+ * hold it. What is read and written of a handle (its slots' own descriptors) and of the
+ * object (its attributes' names), and the methods, come from
+ * eventapi.driverkit.compiled_fast_path(): the handle classes and driverkit own them.
  */
 
-enum { SLOT_OWNER, SLOT_CLOSED, SLOT_RAW, SLOT_RECORDED, SLOT_REACHED, SLOT_COUNT };
-enum { BY_RECORD, BY_QUERY, BY_ELAPSED_MANY, BY_COUNT };
+enum {
+    SLOT_OWNER,
+    SLOT_CLOSED,
+    SLOT_RAW,
+    SLOT_USERS,
+    SLOT_RECORDED,
+    SLOT_REACHED,
+    SLOT_SPARE,
+    SLOT_COUNT
+};
+enum { BY_RECORD, BY_QUERY, BY_ELAPSED_MANY, BY_RECORD_NEW, BY_DESTROY, BY_ADOPT, BY_COUNT };
+enum {
+    STATE_LOCK,
+    STATE_SPARES,
+    STATE_LIVE_EVENTS,
+    STATE_FORKED,
+    STATE_FINALIZED,
+    STATE_SPARE_EVENTS,
+    STATE_CONTEXT_LOST,
+    STATE_COUNT
+};
 
 static struct {
     int configured;
@@ -610,20 +636,30 @@ static struct {
     descrsetfunc set[SLOT_COUNT];
     PyObject *thread_state, *bound; /* the backend's per-thread state, and its "bound" flag */
     PyObject *by[BY_COUNT];         /* the driverkit methods, for every case not taken here */
+    PyObject *state[STATE_COUNT];   /* the names of the backend object's own attributes */
+    PyObject *record_failed;        /* record_failed(backend, event): a spare's record failed */
+    PyObject *no_raw, *released;    /* a new wrapper's driver handle; a handed-on one's users */
+    PyObject *acquire, *release;    /* the lock's method names */
 } fp;
+
+#define CONFIGURE_ARGS 10
 
 static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (!arg_count("configure_fast_path", nargs, 6)) return NULL;
-    PyObject *slots = args[2], *methods = args[5];
-    if (!PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyTuple_Check(slots) ||
-        PyTuple_Size(slots) != SLOT_COUNT || !PyUnicode_Check(args[3]) ||
-        !PyUnicode_Check(args[4]) || !PyTuple_Check(methods) ||
-        PyTuple_Size(methods) != BY_COUNT) {
+    if (!arg_count("configure_fast_path", nargs, CONFIGURE_ARGS)) return NULL;
+    PyObject *slots = args[2], *methods = args[5], *state = args[6];
+    int ok = PyType_Check(args[0]) && PyType_Check(args[1]) && PyTuple_Check(slots) &&
+             PyTuple_Size(slots) == SLOT_COUNT && PyUnicode_Check(args[3]) &&
+             PyUnicode_Check(args[4]) && PyTuple_Check(methods) &&
+             PyTuple_Size(methods) == BY_COUNT && PyTuple_Check(state) &&
+             PyTuple_Size(state) == STATE_COUNT && PyCallable_Check(args[7]) &&
+             PyLong_Check(args[9]);
+    for (int i = 0; ok && i < STATE_COUNT; i++) ok = PyUnicode_Check(PyTuple_GetItem(state, i));
+    if (!ok) {
         PyErr_Format(PyExc_TypeError,
                      "configure_fast_path(event_type, stream_type, %d slots, thread_state, "
-                     "bound, %d methods)",
-                     SLOT_COUNT, BY_COUNT);
+                     "bound, %d methods, %d state names, record_failed, no_raw, released)",
+                     SLOT_COUNT, BY_COUNT, STATE_COUNT);
         return NULL;
     }
     descrgetfunc get[SLOT_COUNT];
@@ -643,19 +679,30 @@ static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_s
             return NULL;
         }
     }
+    PyObject *acquire = PyUnicode_InternFromString("acquire");
+    PyObject *release = PyUnicode_InternFromString("release");
+    if (acquire == NULL || release == NULL) {
+        Py_DecRef(acquire);
+        Py_DecRef(release);
+        return NULL;
+    }
     /* Kept for the process, as configure()'s: the classes and functions live as long. */
-    PyObject *keep[] = {args[0], args[1], args[3], args[4]};
-    for (int i = 0; i < 4; i++) Py_IncRef(keep[i]);
-    fp.event_type = args[0];
-    fp.stream_type = args[1];
-    fp.thread_state = args[3];
-    fp.bound = args[4];
+    fp.event_type = new_ref(args[0]);
+    fp.stream_type = new_ref(args[1]);
+    fp.thread_state = new_ref(args[3]);
+    fp.bound = new_ref(args[4]);
     for (int i = 0; i < SLOT_COUNT; i++) {
         fp.slot[i] = new_ref(PyTuple_GetItem(slots, i));
         fp.get[i] = get[i];
         fp.set[i] = set[i];
     }
     for (int i = 0; i < BY_COUNT; i++) fp.by[i] = new_ref(PyTuple_GetItem(methods, i));
+    for (int i = 0; i < STATE_COUNT; i++) fp.state[i] = new_ref(PyTuple_GetItem(state, i));
+    fp.record_failed = new_ref(args[7]);
+    fp.no_raw = new_ref(args[8]);
+    fp.released = new_ref(args[9]);
+    fp.acquire = acquire;
+    fp.release = release;
     fp.configured = 1;
     RETURN_NONE;
 }
@@ -836,6 +883,236 @@ fail:
     return NULL;
 }
 
+/* adopt_stream(stream): a stream of this backend, open, is its own handle, as it is. */
+static PyObject *fast_adopt_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames) {
+    if (fp.configured && kwnames == NULL && nargs == 1 &&
+        (PyObject *)Py_TYPE(args[0]) == fp.stream_type && slot_is(SLOT_OWNER, args[0], self) &&
+        slot_is(SLOT_CLOSED, args[0], Py_False))
+        return new_ref(args[0]);
+    return hand_over(BY_ADOPT, self, args, nargs, kwnames);
+}
+
+/* -- a fence's record and destroy, from and to the spares ---------------------------------- */
+
+/* The backend's lock, acquired: a new reference to it, or NULL with the error set (an
+   interrupt while another thread held it). An acquire that does not wait runs no Python code
+   and no signal handler. */
+static PyObject *lock_taken(PyObject *self) {
+    PyObject *lock = PyObject_GetAttr(self, fp.state[STATE_LOCK]);
+    if (lock == NULL) return NULL;
+    PyObject *got = PyObject_CallMethodObjArgs(lock, fp.acquire, NULL);
+    if (got == NULL) {
+        Py_DecRef(lock);
+        return NULL;
+    }
+    Py_DecRef(got);
+    return lock;
+}
+
+/* Release `lock` (this thread holds it) and drop the reference; 0 with the error set. */
+static int lock_given_back(PyObject *lock) {
+    PyObject *done = PyObject_CallMethodObjArgs(lock, fp.release, NULL);
+    Py_DecRef(lock);
+    if (done == NULL) return 0;
+    Py_DecRef(done);
+    return 1;
+}
+
+/* 1 when the backend object's attribute `i` is `expected` (by identity), else 0, no error. */
+static int state_is(PyObject *self, int i, PyObject *expected) {
+    PyObject *value = PyObject_GetAttr(self, fp.state[i]);
+    if (value == NULL) PyErr_Clear();
+    int same = value == expected;
+    Py_DecRef(value);
+    return same;
+}
+
+/* The object's spare list (a new reference) and its length; NULL, no error, if not a list. */
+static PyObject *spares_of(PyObject *self, Py_ssize_t *count) {
+    PyObject *spares = PyObject_GetAttr(self, fp.state[STATE_SPARES]);
+    if (spares == NULL || !PyList_Check(spares)) {
+        PyErr_Clear();
+        Py_DecRef(spares);
+        return NULL;
+    }
+    *count = PyList_Size(spares);
+    return spares;
+}
+
+/* The live event count plus `delta`, to be stored with count_stored(); NULL with the error
+   set. Computed before anything changes, so that what can fail fails first. */
+static PyObject *count_plus(PyObject *self, long delta) {
+    PyObject *count = PyObject_GetAttr(self, fp.state[STATE_LIVE_EVENTS]);
+    PyObject *step = count == NULL ? NULL : PyLong_FromLong(delta);
+    PyObject *sum = step == NULL ? NULL : PyNumber_Add(count, step);
+    Py_DecRef(step);
+    Py_DecRef(count);
+    return sum;
+}
+
+/* Store a count from count_plus() (the attribute exists: nothing allocates) and drop it. */
+static void count_stored(PyObject *self, PyObject *count) {
+    if (PyObject_SetAttr(self, fp.state[STATE_LIVE_EVENTS], count) < 0) PyErr_Clear();
+    Py_DecRef(count);
+}
+
+/* Set `obj`'s slot `i` (its type was checked: a slot's own setter does not fail then). */
+static void slot_set(int i, PyObject *obj, PyObject *value) {
+    if (fp.set[i](fp.slot[i], obj, value) < 0) PyErr_Clear();
+}
+
+/* 1 when the backend's context is usable (its _context_lost() hook says None), 0 when it is
+   lost, -1 with the error set when the hook raised. */
+static int context_usable(PyObject *self) {
+    PyObject *lost = PyObject_CallMethodObjArgs(self, fp.state[STATE_CONTEXT_LOST], NULL);
+    if (lost == NULL) return -1;
+    int usable = lost == Py_None;
+    Py_DecRef(lost);
+    return usable;
+}
+
+/*
+ * event_record_new(stream): a fence's event from a spare driver event. The wrapper is built
+ * first (its __init__ is Python code), then, in one section of the backend's lock as the
+ * driverkit method holds it: it is counted and opened, takes the spare (stored in it before
+ * the spare leaves the list, with nothing in between), and the capture check and the record
+ * follow. A capturing stream puts the spare back and returns None; a failed check or record
+ * builds its error, hands the event to record_failed (its driver event goes back to the
+ * driver, not to the spares) and raises. Without a spare the driverkit method creates one.
+ */
+static PyObject *fast_event_record_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                       PyObject *kwnames) {
+    Py_ssize_t count = 0;
+    PyObject *spares = NULL;
+    if (fp.configured && kwnames == NULL && nargs == 1 && thread_bound(self) &&
+        (PyObject *)Py_TYPE(args[0]) == fp.stream_type && slot_is(SLOT_OWNER, args[0], self))
+        spares = spares_of(self, &count);
+    Py_DecRef(spares);
+    if (count == 0) return hand_over(BY_RECORD_NEW, self, args, nargs, kwnames);
+    PyObject *stream = args[0];
+    PyObject *event = PyObject_CallFunctionObjArgs(fp.event_type, fp.no_raw, self, NULL);
+    if (event == NULL) return NULL;
+    PyObject *lock = lock_taken(self);
+    if (lock == NULL) {
+        Py_DecRef(event);
+        return NULL;
+    }
+    /* Asked again under the lock: another thread may have closed the stream or taken the
+       last spare meanwhile. Then the method refuses, or creates. */
+    void *raw_stream = NULL, *raw_event = NULL;
+    spares = spares_of(self, &count);
+    PyObject *raw = count > 0 ? PyList_GetItem(spares, count - 1) : NULL; /* borrowed */
+    PyObject *counted = raw != NULL ? count_plus(self, 1) : NULL;
+    if (counted == NULL || !handle_arg(raw, &raw_event) ||
+        !own_open(stream, fp.stream_type, self, &raw_stream)) {
+        PyErr_Clear();
+        Py_DecRef(counted);
+        Py_DecRef(spares);
+        Py_DecRef(event);
+        if (!lock_given_back(lock)) return NULL;
+        return hand_over(BY_RECORD_NEW, self, args, nargs, kwnames);
+    }
+    Py_IncRef(raw);
+    count_stored(self, counted);
+    slot_set(SLOT_CLOSED, event, Py_False);
+    slot_set(SLOT_RAW, event, raw);
+    if (PyList_SetSlice(spares, count - 1, count, NULL) < 0) PyErr_Clear(); /* shrinks */
+    int slot = STREAM_IS_CAPTURING, capturing = 0;
+    status_t status = cfg.lost;
+    if (status == 0) status = CALL(STREAM_IS_CAPTURING, capturing_fn)(raw_stream, &capturing);
+    if (status == 0 && capturing == 0) {
+        slot = EVENT_RECORD;
+        status = CALL(EVENT_RECORD, record_fn)(raw_event, raw_stream);
+    }
+    PyObject *result = event;
+    if (status == 0 && capturing != 0) {
+        /* Nothing was recorded: the spare goes back as it was, the wrapper closed and
+           uncounted first (its finalizer then releases nothing). */
+        if (PyList_Append(spares, raw) == 0) {
+            slot_set(SLOT_CLOSED, event, Py_True);
+            slot_set(SLOT_USERS, event, fp.released);
+            PyObject *uncounted = count_plus(self, -1);
+            if (uncounted != NULL) count_stored(self, uncounted);
+        }
+        PyErr_Clear(); /* else the open wrapper keeps it, and its finalizer releases it */
+        Py_DecRef(event);
+        result = new_ref(Py_None);
+    } else if (status == 0) {
+        slot_set(SLOT_RECORDED, event, Py_True);
+        slot_set(SLOT_SPARE, event, Py_True);
+    }
+    Py_DecRef(raw);
+    Py_DecRef(spares);
+    if (!lock_given_back(lock)) {
+        Py_DecRef(result);
+        return NULL;
+    }
+    if (status == 0) return result;
+    /* The error first: a sticky one marks the context lost, and record_failed then leaves the
+       event to the lost context instead of the driver. If it cannot be built, the event's
+       finalizer releases it. */
+    PyObject *error = PyObject_CallFunction(cfg.fail, "Oi", cfg.name[slot], (int)status);
+    if (error != NULL) {
+        PyObject *done = PyObject_CallFunctionObjArgs(fp.record_failed, self, event, NULL);
+        if (done != NULL) {
+            Py_DecRef(done);
+            PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+        }
+        Py_DecRef(error);
+    }
+    Py_DecRef(event);
+    return NULL;
+}
+
+/*
+ * event_destroy(event): a fence's event seen reached, kept for the next fence. Checked as the
+ * driverkit method checks it, then, in one section of the backend's lock: not closed, no call
+ * in flight, the object not finalized, room among the spares. Then the driver event joins the
+ * spares (first: the one step that can fail), and the wrapper is closed, released and counted
+ * gone. Every other destroy is the driverkit method's.
+ */
+static PyObject *fast_event_destroy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                    PyObject *kwnames) {
+    PyObject *event = nargs == 1 ? args[0] : NULL;
+    if (!fp.configured || kwnames != NULL || event == NULL ||
+        (PyObject *)Py_TYPE(event) != fp.event_type || !slot_is(SLOT_OWNER, event, self) ||
+        !slot_is(SLOT_SPARE, event, Py_True) || !slot_is(SLOT_REACHED, event, Py_True) ||
+        !state_is(self, STATE_FORKED, Py_False))
+        return hand_over(BY_DESTROY, self, args, nargs, kwnames);
+    int usable = context_usable(self);
+    if (usable < 0) return NULL;
+    if (!usable) return hand_over(BY_DESTROY, self, args, nargs, kwnames);
+    PyObject *lock = lock_taken(self);
+    if (lock == NULL) return NULL;
+    Py_ssize_t count = 0;
+    PyObject *spares = spares_of(self, &count);
+    PyObject *room = spares == NULL ? NULL : PyObject_GetAttr(self, fp.state[STATE_SPARE_EVENTS]);
+    PyObject *users = slot_value(SLOT_USERS, event);
+    PyObject *raw = slot_value(SLOT_RAW, event);
+    PyObject *uncounted = NULL;
+    int kept = room != NULL && PyLong_Check(room) && count < PyLong_AsSsize_t(room) &&
+               users != NULL && PyLong_Check(users) && PyLong_AsLong(users) == 0 &&
+               raw != NULL && slot_is(SLOT_CLOSED, event, Py_False) &&
+               state_is(self, STATE_FINALIZED, Py_False) &&
+               (uncounted = count_plus(self, -1)) != NULL && PyList_Append(spares, raw) == 0;
+    PyErr_Clear();
+    if (kept) {
+        slot_set(SLOT_CLOSED, event, Py_True);
+        slot_set(SLOT_USERS, event, fp.released);
+        count_stored(self, uncounted);
+    } else {
+        Py_DecRef(uncounted);
+    }
+    Py_DecRef(raw);
+    Py_DecRef(users);
+    Py_DecRef(room);
+    Py_DecRef(spares);
+    if (!lock_given_back(lock)) return NULL;
+    if (kept) RETURN_NONE;
+    return hand_over(BY_DESTROY, self, args, nargs, kwnames);
+}
+
 static PyMethodDef fast_path_methods[] = {
     {"event_record_unless_capturing", (PyCFunction)(void (*)(void))fast_record_unless_capturing,
      METH_FASTCALL | METH_KEYWORDS,
@@ -845,6 +1122,13 @@ static PyMethodDef fast_path_methods[] = {
     {"event_elapsed_many", (PyCFunction)(void (*)(void))fast_event_elapsed_many,
      METH_FASTCALL | METH_KEYWORDS,
      "event_elapsed_many(starts, ends) -> list[int]: see eventapi.driverkit"},
+    {"event_record_new", (PyCFunction)(void (*)(void))fast_event_record_new,
+     METH_FASTCALL | METH_KEYWORDS,
+     "event_record_new(stream) -> Event | None: see eventapi.driverkit"},
+    {"event_destroy", (PyCFunction)(void (*)(void))fast_event_destroy,
+     METH_FASTCALL | METH_KEYWORDS, "event_destroy(event): see eventapi.driverkit"},
+    {"adopt_stream", (PyCFunction)(void (*)(void))fast_adopt_stream,
+     METH_FASTCALL | METH_KEYWORDS, "adopt_stream(stream) -> Stream: see eventapi.driverkit"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -891,7 +1175,7 @@ static PyMethodDef methods[] = {
     {"stream_synchronize", stream_synchronize, METH_O,
      "stream_synchronize(stream): wait on a blocking-sync event recorded into it"},
     {"configure_fast_path", (PyCFunction)(void (*)(void))configure_fast_path, METH_FASTCALL,
-     "configure_fast_path(event_type, stream_type, slots, thread_state, bound, methods)"},
+     "configure_fast_path(*eventapi.driverkit.compiled_fast_path())"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1105,22 +1105,40 @@ class CompiledFastPath(NamedTuple):
     thread_state: str
     bound: str
     methods: tuple[Callable[..., Any], ...]
+    state: tuple[str, ...]
+    record_failed: Callable[..., Any]
+    no_raw: Any  # a sentinel; `object` here fails the mypyc build, which looks it up in this module
+    released: int
 
 
 def compiled_fast_path() -> CompiledFastPath:
-    """The handles, slots and methods a compiled fast path stands on, in the order C takes them.
+    """The handles, slots, state and methods a compiled fast path stands on, in C's order.
 
     A backend whose driver calls are C (cuda's and hip's ``_native``) may make the common case
-    of three fast-path calls there, handle checks included: ``event_record_unless_capturing``,
-    ``event_query`` and ``event_elapsed_many``. That C reads the handles through ``slots``
-    (the descriptors of their owner, closed, driver-handle, recorded and reached slots),
-    checks that the calling thread is bound (the attribute ``bound`` of the backend object's
-    attribute ``thread_state``, set by its first call on a thread, and never on a forked
-    object), and hands every other case to ``methods``, the :class:`DriverBackend` methods it
-    stands in for (called with the backend object first), which refuse it or make it. Where
-    those methods hold the lock from their checks to the driver call, the C holds the GIL and
-    runs no Python code in between, which excludes a destroy on another thread and a
-    finalizer alike.
+    of six fast-path calls there, handle checks included: ``event_record_unless_capturing``,
+    ``event_query``, ``event_elapsed_many``, ``adopt_stream`` of its own stream, and a fence's
+    ``event_record_new`` and ``event_destroy`` where a spare driver event serves
+    (:attr:`DriverBackend.SPARE_EVENTS`).
+
+    * ``slots``: the descriptors of a handle's owner, closed, driver-handle and users slots,
+      and of an event's recorded, reached and spare slots (``_handles.handle_slots``).
+    * ``thread_state`` and ``bound``: the calling thread is bound when the attribute ``bound``
+      of the backend object's attribute ``thread_state`` is true, set by its first call on a
+      thread and never on a forked object.
+    * ``methods``: the :class:`DriverBackend` methods the six stand in for, in the order
+      record, query, readings, record_new, destroy, adopt_stream,
+      called with the backend object first, for every other case: they refuse it or make it.
+    * ``state``: the names of the object's own attributes the spare paths read and write,
+      under its lock as the driverkit methods do: the lock, the spare list, the live event
+      count, the forked and finalized flags, ``SPARE_EVENTS`` and the ``_context_lost`` hook.
+    * ``record_failed(backend, event)``: what a failed record of a spare calls, after the
+      error was built and before it is raised (the event goes back to the driver).
+    * ``no_raw`` and ``released``: what a new event wrapper holds before its driver handle,
+      and what a wrapper's users slot holds once its driver handle was handed on.
+
+    Where the driverkit methods hold the lock from their checks to the driver call, the C
+    either takes the same lock or holds the GIL and runs no Python code in between, which
+    excludes a destroy on another thread and a finalizer alike.
     """
     return CompiledFastPath(
         Event,
@@ -1132,5 +1150,20 @@ def compiled_fast_path() -> CompiledFastPath:
             DriverBackend.event_record_unless_capturing,
             DriverBackend._event_query,
             DriverBackend.event_elapsed_many,
+            DriverBackend.event_record_new,
+            DriverBackend.event_destroy,
+            DriverBackend.adopt_stream,
         ),
+        (
+            "_lock",
+            "_spares",
+            "_live_events",
+            "_forked",
+            "_finalized",
+            "SPARE_EVENTS",
+            "_context_lost",
+        ),
+        DriverBackend._record_failed,
+        _NO_RAW,
+        RELEASED,
     )

@@ -283,11 +283,21 @@ def raw_take(handle: _Handle) -> tuple[Callable[[], Any], Callable[[], None]]:
 def handle_slots() -> tuple[Any, ...]:
     """The slots a compiled fast path reads and writes, as their own descriptors.
 
-    ``(owner, closed, raw, recorded, reached)``: the first three of every handle, the last two
-    of an event. A backend's C code (``eventapi_cuda._native``'s ``FastPath``) reads a handle's
-    owner, state and driver handle through them and, after a record or a query, marks the
-    event recorded or reached, as :class:`~eventapi.driverkit.DriverBackend`'s own methods do:
-    the handle classes name what may be touched, and no other module spells their slots.
+    ``(owner, closed, raw, users, recorded, reached, spare)``: the first four of every handle,
+    the last three of an event. A backend's C code (``eventapi_cuda._native``'s ``FastPath``)
+    reads a handle's owner, state and driver handle through them and, after a record or a
+    query, marks the event recorded or reached; a fence's event taken from the spares, or
+    handed back to them, is opened or closed through them, as
+    :class:`~eventapi.driverkit.DriverBackend`'s own methods do: the handle classes name what
+    may be touched, and no other module spells their slots.
     """
     handle, event = vars(_Handle), vars(Event)
-    return (handle["_owner"], handle["_closed"], _RAW_SLOT, event["_recorded"], event["_reached"])
+    return (
+        handle["_owner"],
+        handle["_closed"],
+        _RAW_SLOT,
+        handle["_users"],
+        event["_recorded"],
+        event["_reached"],
+        event["_spare"],
+    )
