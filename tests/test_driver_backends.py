@@ -13,6 +13,7 @@ code (the error's name and text come from the driver), and device counts.
 
 from __future__ import annotations
 
+import collections
 import gc
 import logging
 import threading
@@ -1089,6 +1090,55 @@ def test_a_fences_calls_hand_every_other_case_to_the_driverkit_methods(
         other.stream_destroy(theirs)
     assert other.live_handles() == (0, 0)
     assert api.live_handles().events == 0
+
+
+def test_a_spares_record_runs_no_finalizer_under_the_lock_and_rereads_the_spares(
+    api: Api, stream: Stream[Any], spelled: Spelling, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The event wrapper's __init__ runs before the lock and its __del__ after it, both Python
+    # code: a wrapper dropped inside the lock would run its finalizer there, where driverkit's
+    # method never does. And the spare list is read again under the lock, its length with it:
+    # whatever __init__ (or another thread meanwhile) did to it, the C hands over rather than
+    # index what is no longer there.
+    fence = api.event_record_new(stream)
+    assert fence is not None
+    api.event_wait(fence)
+    api.event_destroy(fence)  # a spare now
+    lock_held: list[bool] = []
+    finalize = eventapi.driverkit.Event.__del__
+
+    def watched(event: Any) -> None:
+        lock_held.append(api._lock._is_owned())  # type: ignore[attr-defined]
+        finalize(event)
+
+    monkeypatch.setattr(eventapi.driverkit.Event, "__del__", watched)
+    spelled.begin_capture(stream)
+    try:
+        assert api.event_record_new(stream) is None  # the wrapper is dropped: capturing
+    finally:
+        spelled.end_capture(stream)
+    assert lock_held == [False]
+
+    build = eventapi.driverkit.Event.__init__
+    spares = api._spares
+    assert len(spares) == 1
+
+    def build_then_replace_the_spares(event: Any, *args: Any, **kwargs: Any) -> None:
+        build(event, *args, **kwargs)
+        api._spares = collections.deque(spares)  # type: ignore[assignment]  # not a list
+
+    monkeypatch.setattr(eventapi.driverkit.Event, "__init__", build_then_replace_the_spares)
+    event = api.event_record_new(stream)  # handed over: the method takes the spare
+    monkeypatch.undo()
+    assert event is not None
+    assert event.recorded
+    assert not api._spares  # the deque's copy of the spare is the event's now
+    api._spares = spares
+    spares.clear()  # and so is the list's
+    api.event_wait(event)
+    api.event_destroy(event)
+    assert api.live_handles().events == 0
+    assert len(spares) == 1
 
 
 # -- two devices ----------------------------------------------------------------------------------

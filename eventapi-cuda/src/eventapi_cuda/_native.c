@@ -980,12 +980,14 @@ static int context_usable(PyObject *self) {
  * follow. A capturing stream puts the spare back and returns None; a failed check or record
  * builds its error, hands the event to record_failed (its driver event goes back to the
  * driver, not to the spares) and raises. Without a spare the driverkit method creates one.
+ * No reference that could be the wrapper's last is dropped under the lock: its finalizer is
+ * Python code.
  */
 static PyObject *fast_event_record_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                        PyObject *kwnames) {
     Py_ssize_t count = 0;
     PyObject *spares = NULL;
-    if (fp.configured && kwnames == NULL && nargs == 1 && thread_bound(self) &&
+    if (fp.configured && cfg.configured && kwnames == NULL && nargs == 1 && thread_bound(self) &&
         (PyObject *)Py_TYPE(args[0]) == fp.stream_type && slot_is(SLOT_OWNER, args[0], self))
         spares = spares_of(self, &count);
     Py_DecRef(spares);
@@ -1001,23 +1003,39 @@ static PyObject *fast_event_record_new(PyObject *self, PyObject *const *args, Py
     /* Asked again under the lock: another thread may have closed the stream or taken the
        last spare meanwhile. Then the method refuses, or creates. */
     void *raw_stream = NULL, *raw_event = NULL;
+    count = 0;
     spares = spares_of(self, &count);
     PyObject *raw = count > 0 ? PyList_GetItem(spares, count - 1) : NULL; /* borrowed */
-    PyObject *counted = raw != NULL ? count_plus(self, 1) : NULL;
+    /* The count before (to store back without an allocation if nothing is recorded) and
+       after. */
+    PyObject *before = raw != NULL ? PyObject_GetAttr(self, fp.state[STATE_LIVE_EVENTS]) : NULL;
+    PyObject *counted = before != NULL ? count_plus(self, 1) : NULL;
     if (counted == NULL || !handle_arg(raw, &raw_event) ||
         !own_open(stream, fp.stream_type, self, &raw_stream)) {
         PyErr_Clear();
         Py_DecRef(counted);
+        Py_DecRef(before);
         Py_DecRef(spares);
+        int released = lock_given_back(lock);
         Py_DecRef(event);
-        if (!lock_given_back(lock)) return NULL;
+        if (!released) return NULL;
         return hand_over(BY_RECORD_NEW, self, args, nargs, kwnames);
     }
     Py_IncRef(raw);
     count_stored(self, counted);
     slot_set(SLOT_CLOSED, event, Py_False);
     slot_set(SLOT_RAW, event, raw);
-    if (PyList_SetSlice(spares, count - 1, count, NULL) < 0) PyErr_Clear(); /* shrinks */
+    if (PyList_SetSlice(spares, count - 1, count, NULL) < 0) { /* shrinks: no allocation */
+        /* The spare is still in the list: the wrapper gives it up, as it was built. */
+        slot_set(SLOT_RAW, event, fp.no_raw);
+        slot_set(SLOT_CLOSED, event, Py_True);
+        count_stored(self, before);
+        Py_DecRef(raw);
+        Py_DecRef(spares);
+        int released = lock_given_back(lock);
+        Py_DecRef(event);
+        return released ? hand_over(BY_RECORD_NEW, self, args, nargs, kwnames) : NULL;
+    }
     int slot = STREAM_IS_CAPTURING, capturing = 0;
     status_t status = cfg.lost;
     if (status == 0) status = CALL(STREAM_IS_CAPTURING, capturing_fn)(raw_stream, &capturing);
@@ -1025,41 +1043,47 @@ static PyObject *fast_event_record_new(PyObject *self, PyObject *const *args, Py
         slot = EVENT_RECORD;
         status = CALL(EVENT_RECORD, record_fn)(raw_event, raw_stream);
     }
-    PyObject *result = event;
-    if (status == 0 && capturing != 0) {
+    int skipped = status == 0 && capturing != 0;
+    if (skipped) {
         /* Nothing was recorded: the spare goes back as it was, the wrapper closed and
            uncounted first (its finalizer then releases nothing). */
         if (PyList_Append(spares, raw) == 0) {
             slot_set(SLOT_CLOSED, event, Py_True);
             slot_set(SLOT_USERS, event, fp.released);
-            PyObject *uncounted = count_plus(self, -1);
-            if (uncounted != NULL) count_stored(self, uncounted);
+            count_stored(self, before);
+            before = NULL;
         }
         PyErr_Clear(); /* else the open wrapper keeps it, and its finalizer releases it */
-        Py_DecRef(event);
-        result = new_ref(Py_None);
     } else if (status == 0) {
         slot_set(SLOT_RECORDED, event, Py_True);
         slot_set(SLOT_SPARE, event, Py_True);
     }
+    Py_DecRef(before);
     Py_DecRef(raw);
     Py_DecRef(spares);
-    if (!lock_given_back(lock)) {
-        Py_DecRef(result);
-        return NULL;
+    if (!lock_given_back(lock) || skipped) {
+        Py_DecRef(event);
+        return PyErr_Occurred() ? NULL : new_ref(Py_None);
     }
-    if (status == 0) return result;
+    if (status == 0) return event;
     /* The error first: a sticky one marks the context lost, and record_failed then leaves the
-       event to the lost context instead of the driver. If it cannot be built, the event's
-       finalizer releases it. */
+       event to the lost context instead of the driver. record_failed runs whatever is raised,
+       as driverkit's `except BaseException` does; an error of its own replaces that one. */
     PyObject *error = PyObject_CallFunction(cfg.fail, "Oi", cfg.name[slot], (int)status);
     if (error != NULL) {
-        PyObject *done = PyObject_CallFunctionObjArgs(fp.record_failed, self, event, NULL);
-        if (done != NULL) {
-            Py_DecRef(done);
-            PyErr_SetObject((PyObject *)Py_TYPE(error), error);
-        }
+        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
         Py_DecRef(error);
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *done = PyObject_CallFunctionObjArgs(fp.record_failed, self, event, NULL);
+    if (done != NULL) {
+        Py_DecRef(done);
+        PyErr_Restore(type, value, traceback);
+    } else {
+        Py_DecRef(type);
+        Py_DecRef(value);
+        Py_DecRef(traceback);
     }
     Py_DecRef(event);
     return NULL;
