@@ -1015,6 +1015,48 @@ def test_a_fence_from_a_spare_is_made_and_given_back_in_c_with_the_counts_exact(
     assert emu.live_handles(spares=True).events == spares - 1
 
 
+def _slots(handle: object) -> dict[str, object]:
+    # Every slot of a handle, by name, as its class and bases declare them.
+    names = {
+        name
+        for kind in type(handle).__mro__
+        for name in getattr(kind, "__slots__", ())
+        if name != "__weakref__"
+    }
+    return {name: getattr(handle, name) for name in sorted(names)}
+
+
+def test_an_event_built_in_c_is_the_one_driverkit_builds(
+    api: Api, stream: Stream[Any], emu: EmulatedDriver
+) -> None:
+    # The C builds a fence's event wrapper without its Python __init__, through the slots
+    # handle_slots() names: they must be all of an Event's, and the event it returns must
+    # have every slot driverkit's own method gives one (but the driver handle).
+    slots = {descriptor.__name__ for descriptor in eventapi.driverkit._handles.handle_slots()}
+    blank: eventapi.driverkit.Event[int] = eventapi.driverkit.Event(
+        eventapi.driverkit._handles.NO_RAW,  # type: ignore[arg-type]
+        api,
+    )
+    assert slots == set(_slots(blank))
+    fence = api.event_record_new(stream)
+    assert fence is not None
+    api.event_wait(fence)
+    api.event_destroy(fence)  # a spare now: the next one is built in C
+    spares = emu.live_handles(spares=True).events
+    made_in_c = api.event_record_new(stream)
+    assert emu.live_handles(spares=True).events == spares  # the spare, not a create
+    made_by_driverkit = DriverBackend.event_record_new(api, stream)
+    assert made_in_c is not None
+    assert made_by_driverkit is not None
+    theirs, ours = _slots(made_by_driverkit), _slots(made_in_c)
+    assert ours.pop("_raw") != theirs.pop("_raw")
+    assert ours == theirs
+    for event in (made_in_c, made_by_driverkit):
+        api.event_wait(event)
+        api.event_destroy(event)
+    assert api.live_handles().events == 0
+
+
 @pytest.mark.parametrize("call", ["StreamIsCapturing", "EventRecord"])
 def test_a_spares_failed_check_or_record_raises_and_sends_it_to_the_driver(
     api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling, call: str

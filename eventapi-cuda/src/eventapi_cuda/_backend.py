@@ -60,11 +60,6 @@ from eventapi.driverkit import (
 
 from . import _native
 
-# The fast path's common case in C, on driverkit's own handles: _native.FastPath, first among
-# the backend's bases, takes event_record_unless_capturing, event_query and event_elapsed_many
-# and hands anything else to the driverkit methods (see eventapi.driverkit.compiled_fast_path).
-_native.configure_fast_path(*compiled_fast_path())
-
 if TYPE_CHECKING:
     from eventapi import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
     from eventapi.driverkit import Event, Stream
@@ -139,6 +134,12 @@ _call = DriverCalls(
         _CUresult.CUDA_ERROR_LAUNCH_FAILED,
     ),
 )
+
+# The fast path's common case in C, on driverkit's own handles: _native.FastPath, first among
+# the backend's bases, takes six of the fast path's calls and hands anything else to the
+# driverkit methods (see eventapi.driverkit.compiled_fast_path). It reads whether the context
+# is lost from _call, which is what _context_lost() returns.
+_native.configure_fast_path(*compiled_fast_path(), _call)
 
 _init_lock = threading.Lock()
 _initialized = False

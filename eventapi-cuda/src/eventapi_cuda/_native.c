@@ -587,8 +587,8 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *arg) {
  * FastPath, a base class of the cuda and hip backends: six of eventapi.SupportsFastPath's
  * calls (a window's record; a fence's stream adoption, record, query and destroy; a collect's
  * readings) made on the driverkit handles themselves, so that the handle checks and the driver
- * call are one C call. Only the common case is taken: a handle of this backend, open (and recorded, where a
- * call needs it), on a thread the backend is bound to, with positional arguments, and for a
+ * call are one C call. Only the common case is taken: a handle of this backend, open (and
+ * recorded, where a call needs it), on a thread the backend is bound to, with positional arguments, and for a
  * fence's record and destroy a spare driver event to take or room to keep one. Anything else
  * is handed to the driverkit method itself, which refuses it or makes the call, with the same
  * errors.
@@ -603,7 +603,9 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *arg) {
  * they take the object's lock as the driverkit methods do, and run no Python code while they
  * hold it. What is read and written of a handle (its slots' own descriptors) and of the
  * object (its attributes' names), and the methods, come from
- * eventapi.driverkit.compiled_fast_path(): the handle classes and driverkit own them.
+ * eventapi.driverkit.compiled_fast_path(): the handle classes and driverkit own them. The
+ * last argument of configure_fast_path is the backend module's own DriverCalls, whose `lost`
+ * is what its classes' _context_lost() returns: read here as an attribute, not called.
  */
 
 enum {
@@ -624,7 +626,6 @@ enum {
     STATE_FORKED,
     STATE_FINALIZED,
     STATE_SPARE_EVENTS,
-    STATE_CONTEXT_LOST,
     STATE_COUNT
 };
 
@@ -640,9 +641,11 @@ static struct {
     PyObject *record_failed;        /* record_failed(backend, event): a spare's record failed */
     PyObject *no_raw, *released;    /* a new wrapper's driver handle; a handed-on one's users */
     PyObject *acquire, *release;    /* the lock's method names */
+    PyObject *calls, *lost;         /* the backend's DriverCalls, and the name "lost" */
+    PyObject *zero;                 /* a new handle's users */
 } fp;
 
-#define CONFIGURE_ARGS 10
+#define CONFIGURE_ARGS 11
 
 static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -658,7 +661,7 @@ static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_s
     if (!ok) {
         PyErr_Format(PyExc_TypeError,
                      "configure_fast_path(event_type, stream_type, %d slots, thread_state, "
-                     "bound, %d methods, %d state names, record_failed, no_raw, released)",
+                     "bound, %d methods, %d state names, record_failed, no_raw, released, calls)",
                      SLOT_COUNT, BY_COUNT, STATE_COUNT);
         return NULL;
     }
@@ -681,9 +684,13 @@ static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_s
     }
     PyObject *acquire = PyUnicode_InternFromString("acquire");
     PyObject *release = PyUnicode_InternFromString("release");
-    if (acquire == NULL || release == NULL) {
+    PyObject *lost = PyUnicode_InternFromString("lost");
+    PyObject *zero = PyLong_FromLong(0);
+    if (acquire == NULL || release == NULL || lost == NULL || zero == NULL) {
         Py_DecRef(acquire);
         Py_DecRef(release);
+        Py_DecRef(lost);
+        Py_DecRef(zero);
         return NULL;
     }
     /* Kept for the process, as configure()'s: the classes and functions live as long. */
@@ -703,6 +710,9 @@ static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_s
     fp.released = new_ref(args[9]);
     fp.acquire = acquire;
     fp.release = release;
+    fp.calls = new_ref(args[10]);
+    fp.lost = lost;
+    fp.zero = zero;
     fp.configured = 1;
     RETURN_NONE;
 }
@@ -962,26 +972,42 @@ static void slot_set(int i, PyObject *obj, PyObject *value) {
     if (fp.set[i](fp.slot[i], obj, value) < 0) PyErr_Clear();
 }
 
-/* 1 when the backend's context is usable (its _context_lost() hook says None), 0 when it is
-   lost, -1 with the error set when the hook raised. */
-static int context_usable(PyObject *self) {
-    PyObject *lost = PyObject_CallMethodObjArgs(self, fp.state[STATE_CONTEXT_LOST], NULL);
+/* 1 when the backend's context is usable (its DriverCalls' `lost`, what _context_lost()
+   returns, is None), 0 when it is lost, -1 with the error set when it cannot be read. */
+static int context_usable(void) {
+    PyObject *lost = PyObject_GetAttr(fp.calls, fp.lost);
     if (lost == NULL) return -1;
     int usable = lost == Py_None;
     Py_DecRef(lost);
     return usable;
 }
 
+/* A new event wrapper of `self`, as Event(NO_RAW, self) builds it (closed, uncounted, no
+   driver handle; every slot of an Event is among the descriptors), without its Python
+   __init__; NULL with the error set. It allocates, so it comes before the lock. */
+static PyObject *event_built(PyObject *self) {
+    PyObject *event = PyType_GenericNew((PyTypeObject *)fp.event_type, NULL, NULL);
+    if (event == NULL) return NULL;
+    slot_set(SLOT_RAW, event, fp.no_raw);
+    slot_set(SLOT_OWNER, event, self);
+    slot_set(SLOT_CLOSED, event, Py_True);
+    slot_set(SLOT_USERS, event, fp.zero);
+    slot_set(SLOT_RECORDED, event, Py_False);
+    slot_set(SLOT_SPARE, event, Py_False);
+    slot_set(SLOT_REACHED, event, Py_False);
+    return event;
+}
+
 /*
  * event_record_new(stream): a fence's event from a spare driver event. The wrapper is built
- * first (its __init__ is Python code), then, in one section of the backend's lock as the
- * driverkit method holds it: it is counted and opened, takes the spare (stored in it before
- * the spare leaves the list, with nothing in between), and the capture check and the record
- * follow. A capturing stream puts the spare back and returns None; a failed check or record
- * builds its error, hands the event to record_failed (its driver event goes back to the
- * driver, not to the spares) and raises. Without a spare the driverkit method creates one.
- * No reference that could be the wrapper's last is dropped under the lock: its finalizer is
- * Python code.
+ * first (an allocation may collect garbage, which runs finalizers), then, in one section of
+ * the backend's lock as the driverkit method holds it: it is counted and opened, takes the
+ * spare (stored in it before the spare leaves the list, with nothing in between), and the
+ * capture check and the record follow. A capturing stream puts the spare back and returns
+ * None; a failed check or record builds its error, hands the event to record_failed (its
+ * driver event goes back to the driver, not to the spares) and raises. Without a spare the
+ * driverkit method creates one. No reference that could be the wrapper's last is dropped
+ * under the lock: its finalizer is Python code.
  */
 static PyObject *fast_event_record_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                        PyObject *kwnames) {
@@ -993,7 +1019,7 @@ static PyObject *fast_event_record_new(PyObject *self, PyObject *const *args, Py
     Py_DecRef(spares);
     if (count == 0) return hand_over(BY_RECORD_NEW, self, args, nargs, kwnames);
     PyObject *stream = args[0];
-    PyObject *event = PyObject_CallFunctionObjArgs(fp.event_type, fp.no_raw, self, NULL);
+    PyObject *event = event_built(self);
     if (event == NULL) return NULL;
     PyObject *lock = lock_taken(self);
     if (lock == NULL) {
@@ -1104,7 +1130,7 @@ static PyObject *fast_event_destroy(PyObject *self, PyObject *const *args, Py_ss
         !slot_is(SLOT_SPARE, event, Py_True) || !slot_is(SLOT_REACHED, event, Py_True) ||
         !state_is(self, STATE_FORKED, Py_False))
         return hand_over(BY_DESTROY, self, args, nargs, kwnames);
-    int usable = context_usable(self);
+    int usable = context_usable();
     if (usable < 0) return NULL;
     if (!usable) return hand_over(BY_DESTROY, self, args, nargs, kwnames);
     PyObject *lock = lock_taken(self);

@@ -2,6 +2,8 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from eventapi.driverkit import DriverCalls
+
 def configure(
     addresses: tuple[int, ...],
     names: tuple[str, ...],
@@ -38,6 +40,7 @@ def configure_fast_path(
     record_failed: Callable[..., Any],
     no_raw: object,
     released: int,
+    calls: DriverCalls,
     /,
 ) -> None: ...
 

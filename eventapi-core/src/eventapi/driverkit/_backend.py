@@ -1130,7 +1130,9 @@ def compiled_fast_path() -> CompiledFastPath:
       called with the backend object first, for every other case: they refuse it or make it.
     * ``state``: the names of the object's own attributes the spare paths read and write,
       under its lock as the driverkit methods do: the lock, the spare list, the live event
-      count, the forked and finalized flags, ``SPARE_EVENTS`` and the ``_context_lost`` hook.
+      count, the forked and finalized flags and ``SPARE_EVENTS``. A destroy keeps a spare
+      only while the context is usable, as :meth:`DriverBackend._context_lost` says; a backend
+      whose hook returns its :attr:`DriverCalls.lost` may read that attribute instead.
     * ``record_failed(backend, event)``: what a failed record of a spare calls, after the
       error was built and before it is raised (the event goes back to the driver).
     * ``no_raw`` and ``released``: what a new event wrapper holds before its driver handle,
@@ -1161,7 +1163,6 @@ def compiled_fast_path() -> CompiledFastPath:
             "_forked",
             "_finalized",
             "SPARE_EVENTS",
-            "_context_lost",
         ),
         DriverBackend._record_failed,
         _NO_RAW,

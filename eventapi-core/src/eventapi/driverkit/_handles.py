@@ -289,7 +289,10 @@ def handle_slots() -> tuple[Any, ...]:
     query, marks the event recorded or reached; a fence's event taken from the spares, or
     handed back to them, is opened or closed through them, as
     :class:`~eventapi.driverkit.DriverBackend`'s own methods do: the handle classes name what
-    may be touched, and no other module spells their slots.
+    may be touched, and no other module spells their slots. They are every slot of an
+    :class:`Event`, so C may build one without running ``__init__``: allocated, then given
+    what ``Event(NO_RAW, owner)`` gives it (the owner; closed; ``NO_RAW``; no users; not
+    recorded, reached or a spare).
     """
     handle, event = vars(_Handle), vars(Event)
     return (
