@@ -233,7 +233,14 @@ class EventFence(SingleOwner, Generic[E, S]):
             self._require_query("wait(timeout=...)")
         if self._reached:
             return  # a fence is recorded once: reached stays reached
-        event = self._enter("wait")
+        # _enter and _leave, spelled out: every fence's wait comes here. (mypy takes _closed
+        # for False from the check above; another thread's close() may have set it since.)
+        calls = self._calls
+        calls.append(None)  # in flight first, then the check (see _calls)
+        if self._closed:
+            self._leave()  # type: ignore[unreachable]
+            self._refuse_closed("wait")
+        event = self._event
         try:
             query = self._query
             if timeout is not None:
@@ -246,11 +253,13 @@ class EventFence(SingleOwner, Generic[E, S]):
                     self._block_interruptibly(event)
                 else:
                     self._api.event_wait(event)
-            # _mark_reached, spelled out: every fence's wait comes here.
+            # _mark_reached, spelled out too.
             self._reached = True
             self._keep_alive = None
         finally:
-            self._leave()
+            calls.pop()
+            if self._closed:
+                self._last_out()  # type: ignore[unreachable]
 
     def _spin(self, event: E) -> bool:
         # Most waits a program makes are on work that is done or nearly done: those return
@@ -432,12 +441,15 @@ class EventFence(SingleOwner, Generic[E, S]):
         return self._event
 
     def _leave(self) -> None:
-        calls = self._calls
-        calls.pop()
-        if self._closed and not calls and self._claim_destroy():
-            # Closed, and no call left in flight: whoever pops _unclaimed first (close, the
-            # last call out or a refused one) destroys, here this call; a failure belongs to
-            # nobody's call, so it is logged.
+        self._calls.pop()
+        if self._closed:
+            self._last_out()
+
+    def _last_out(self) -> None:
+        # A call left the closed fence. With no call left in flight, whoever pops _unclaimed
+        # first (close, the last call out or a refused one) destroys, here this call; a failure
+        # belongs to nobody's call, so it is logged.
+        if not self._calls and self._claim_destroy():
             _destroy_logged(self._api, self._event, "after the last call on the closed fence")
 
     def _claim_destroy(self) -> bool:
