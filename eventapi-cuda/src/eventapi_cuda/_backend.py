@@ -42,6 +42,7 @@ import operator
 import os
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, final
 
 from cuda.bindings import driver
@@ -310,6 +311,10 @@ class CudaBackend(
 
     def _context_lost(self) -> DriverError | None:
         return _call.lost
+
+    def _new_lock(self) -> AbstractContextManager[object]:
+        # _native.FastPath takes this one without a method call (see _native.c, "Lock").
+        return _native.Lock()
 
     def _last_handle_gone(self) -> None:
         # The object was collected and every event and stream made in the context is gone

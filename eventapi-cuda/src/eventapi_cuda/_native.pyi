@@ -1,6 +1,6 @@
 # The C extension built from _native.c (see docs/native.md). Handles are ints (addresses).
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, final
 
 from eventapi.driverkit import DriverCalls
 
@@ -43,6 +43,15 @@ def configure_fast_path(
     calls: DriverCalls,
     /,
 ) -> None: ...
+
+@final
+class Lock:
+    # A re-entrant lock, as threading.RLock, that FastPath takes without calling it.
+    def acquire(self) -> bool: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> bool: ...
+    def __exit__(self, *args: object) -> None: ...
+    def _is_owned(self) -> bool: ...
 
 class FastPath:
     # The calls of eventapi.driverkit.DriverBackend that _native.c makes in C; their common

@@ -47,6 +47,7 @@ import operator
 import os
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, final
 
 from hip import hip
@@ -284,6 +285,10 @@ class HipBackend(
 
     def _context_lost(self) -> DriverError | None:
         return _call.lost
+
+    def _new_lock(self) -> AbstractContextManager[object]:
+        # _native.FastPath takes this one without a method call (see _native.c, "Lock").
+        return _native.Lock()
 
     # -- threads and devices ------------------------------------------------------------------
 

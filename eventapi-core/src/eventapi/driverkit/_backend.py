@@ -14,7 +14,7 @@ import threading
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar, Generic, NamedTuple, NoReturn, TypeVar, cast
 
 from .._compiled import mypyc_attr
@@ -122,7 +122,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         # while this lock is held, and the finalizer it runs may destroy another handle of the
         # same backend object on the same thread. Each section is a self-contained update of a
         # flag or a counter, so re-entry cannot observe one half-done.
-        self._lock = threading.RLock()
+        self._lock = self._new_lock()
         self._tls = threading.local()
         self._live_events = 0
         self._live_streams = 0
@@ -174,6 +174,16 @@ class DriverBackend(ABC, Generic[RE, RS]):
         handle's address; the default, None, leaves :class:`Stream` without the attribute.
         """
         return None
+
+    def _new_lock(self) -> AbstractContextManager[object]:
+        """A new lock for this object's handles and counts: :class:`threading.RLock` here.
+
+        It must be re-entrant, as RLock is, and taken with ``with``, which is all driverkit
+        does with it; a contended take waits without the GIL and stays interruptible. A
+        backend whose compiled code takes the same lock (cuda's and hip's fence, in
+        ``_native``) may return a lock of its own that the code can take without calling it.
+        """
+        return threading.RLock()
 
     def _context_lost(self) -> DriverError | None:
         """The error that lost this device's context for good, or None while it is usable.
@@ -1012,7 +1022,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             _log.warning("%s: destroying a dropped %r failed", self.BACKEND, handle, exc_info=True)
 
     def _forked_in_child(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = self._new_lock()
         self._tls = threading.local()
         self._forked = True
         self._spares.clear()  # the parent's: never destroyed here

@@ -1,0 +1,150 @@
+"""``_native.Lock``, the cuda and hip backends' driverkit lock: an RLock the C takes directly.
+
+Each backend object's lock (``DriverBackend._new_lock``) is one: Python takes it with ``with``,
+and a fence's compiled record and destroy take it without a method call. It must behave as
+``threading.RLock`` does where driverkit uses it: re-entrant, owned by one thread, waited for
+without the GIL, and interruptible while waited for.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from types import ModuleType
+
+import pytest
+from emulated_driver import REPO_ROOT, DriverName, load
+from threads import JOIN_S, Waiter
+
+import eventapi
+import eventapi_cuda._native
+import eventapi_hip._native
+
+NATIVE: dict[str, ModuleType] = {"cuda": eventapi_cuda._native, "hip": eventapi_hip._native}
+
+
+@pytest.fixture(params=sorted(NATIVE))
+def native(request: pytest.FixtureRequest) -> ModuleType:
+    return NATIVE[request.param]
+
+
+def test_it_is_reentrant_and_owned_by_the_thread_that_took_it(native: ModuleType) -> None:
+    lock = native.Lock()
+    assert not lock._is_owned()
+    assert repr(lock) == "<_native.Lock unlocked>"
+    with lock:
+        assert lock.acquire() is True  # again, on the same thread
+        assert lock._is_owned()
+        assert repr(lock).startswith("<_native.Lock locked owner=")
+        assert repr(lock).endswith(" count=2>")
+        seen: list[bool] = []
+        other = threading.Thread(target=lambda: seen.append(lock._is_owned()))
+        other.start()
+        other.join(JOIN_S)
+        assert seen == [False]
+        lock.release()
+        assert lock._is_owned()
+    assert not lock._is_owned()
+    with pytest.raises(RuntimeError, match="un-acquired"):
+        lock.release()
+    with pytest.raises(TypeError, match="no arguments"):
+        native.Lock(True)
+    with pytest.raises(TypeError):
+        type("Mine", (native.Lock,), {})  # not a base: the C takes only its own
+
+
+def test_another_thread_cannot_release_it_and_waits_until_it_is_released(
+    native: ModuleType,
+) -> None:
+    lock = native.Lock()
+    lock.acquire()
+    refused = Waiter(lock.release)
+    refused.join()
+    assert isinstance(refused.error, RuntimeError)
+    trying = threading.Event()
+    took: list[str] = []
+
+    def take() -> None:
+        trying.set()
+        with lock:
+            took.append("taken")
+
+    waiter = Waiter(take)
+    assert trying.wait(JOIN_S)
+    assert took == []  # held here: only this release lets it through
+    lock.release()
+    waiter.join()
+    assert waiter.error is None
+    assert took == ["taken"]
+    assert not lock._is_owned()
+    with lock:  # free again
+        pass
+
+
+@pytest.mark.parametrize("kind", sorted(NATIVE))
+def test_a_backend_objects_lock_is_the_native_one(kind: DriverName) -> None:
+    load(kind)
+    api = eventapi.backend(kind)
+    assert type(api._lock) is NATIVE[kind].Lock  # type: ignore[attr-defined]
+
+
+# The child: a thread holds the lock (for HOLD_S at most, so a take that ignores the signal
+# ends, late, instead of hanging); the main thread waits for it; the holder, which needs the
+# GIL to go on and gets it as the main thread's wait releases it, sends that thread SIGINT and
+# holds the lock until the main thread says it was interrupted.
+_CHILD = """
+import signal, threading, time
+import {module} as native
+
+HOLD_S = 5.0
+lock = native.Lock()
+held, waiting, interrupted = threading.Event(), threading.Event(), threading.Event()
+sent = []
+
+def hold():
+    with lock:
+        held.set()
+        waiting.wait(HOLD_S)
+        sent.append(time.perf_counter_ns())
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        interrupted.wait(HOLD_S)
+
+holder = threading.Thread(target=hold)
+holder.start()
+held.wait(HOLD_S)
+waiting.set()
+try:
+    with lock:
+        print("taken, not interrupted")
+except KeyboardInterrupt:
+    print("interrupted after", (time.perf_counter_ns() - sent[0]) / 1e9, lock._is_owned())
+interrupted.set()
+holder.join()
+with lock:
+    print("taken after")
+"""
+
+# Signal delivery and the main thread's wake-up take microseconds; a second covers a loaded
+# machine and stays far below HOLD_S, when a take that ignored the signal would end.
+PROMPT_S = 1.0
+
+
+@pytest.mark.parametrize("kind", sorted(NATIVE))
+def test_a_wait_for_it_is_interrupted_by_ctrl_c(kind: DriverName) -> None:
+    module = NATIVE[kind].__name__
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(module=module)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("interrupted after"), done.stdout + done.stderr
+    assert float(lines[0].split()[2]) < PROMPT_S, lines[0]
+    assert lines[0].split()[3] == "False", lines[0]  # not taken by the interrupted wait
+    assert lines[1:] == ["taken after"], done.stdout
+    assert done.stderr == "", done.stderr
