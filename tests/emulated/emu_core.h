@@ -76,6 +76,10 @@ typedef void (*emu_host_fn)(void *user_data);
  */
 EMU_INTERNAL int emuc_enter(const char *name);
 
+/* The same for a call site that keeps `*slot` (static, -1 at first): its record's index, found
+   by name on the first call and used from then on. `name` must be the same at every call. */
+EMU_INTERNAL int emuc_enter_at(int *slot, const char *name);
+
 /* Device count (env EMU_DEVICE_COUNT at first use, default 2; emu_set_device_count). */
 EMU_INTERNAL int emuc_device_count(void);
 

@@ -127,7 +127,8 @@ static const struct {
 /* Count the call, then return an injected fault before doing anything else. */
 #define ENTER(name)                                                                           \
     do {                                                                                      \
-        int fault_ = emuc_enter(name);                                                        \
+        static int slot_ = -1; /* this site's call record (see emuc_enter_at) */             \
+        int fault_ = emuc_enter_at(&slot_, name);                                             \
         if (fault_ != 0) return (CUresult)fault_;                                             \
     } while (0)
 
