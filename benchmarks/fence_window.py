@@ -1,7 +1,9 @@
 """What eventapi costs over the raw binding: a fence, and a profiler window.
 
-Usage: ``python benchmarks/fence_window.py BACKEND [--n N] [--reps R] [--batch B] [--json F]``
-with BACKEND ``cuda`` or ``hip`` (``host`` too, for eventapi's side only: it has no binding).
+Usage: ``python benchmarks/fence_window.py BACKEND [--n N] [--reps R] [--batch B] [--json F]
+[--instructions]`` with BACKEND ``cuda`` or ``hip`` (``host`` too, for eventapi's side only: it
+has no binding). ``--instructions`` counts instructions per operation of eventapi's and the raw
+variants instead of timing them (valgrind; see ``callgrind.py``).
 
 Each operation is done through eventapi and through the same binding calls written by hand
 (``cuda.bindings.driver`` or ``hip.hip``, status checked as a careful caller would), in one
@@ -45,6 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
+
+import callgrind
 
 import eventapi
 from eventapi import EventFence, EventProfiler
@@ -328,21 +332,36 @@ def per_op_ns(run: Callable[[], None], n: int) -> float:
     return (time.perf_counter_ns() - begin) / n
 
 
+def own_loops(
+    api: Any,
+    raw: Raw | None,
+    stream: Any,
+    profiler: EventProfiler[Any, Any],
+    pool: list[Any],
+    batch: int,
+) -> list[tuple[str, Callable[[int], None]]]:
+    """eventapi's and the raw variants, each a loop of the number of operations it is given."""
+    native = getattr(stream, "raw", stream)
+    loops: list[tuple[str, Callable[[int], None]]] = [
+        ("fence/eventapi", lambda n: fence_eventapi(api, stream, n)),
+        ("window/eventapi", lambda n: window_eventapi(profiler, n, batch)),
+    ]
+    if raw is not None:
+        loops.append(("fence/raw", lambda n: fence_raw(raw, native, n)))
+        loops.append(("window/raw", lambda n: window_raw(raw, native, pool, n, batch)))
+    return loops
+
+
 def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
     """Median ns per operation for every variant; see the module docstring."""
     api: Any = eventapi.backend(backend)
     raw = raw_calls(backend)
     stream = api.stream_create_non_blocking()
-    native = getattr(stream, "raw", stream)
     profiler: EventProfiler[Any, Any] = EventProfiler(api, stream)
     pool = [ok(raw.create()) for _ in range(2 * batch + ANCHOR_SAMPLES)] if raw else []
     variants: dict[str, Callable[[], None]] = {
-        "fence/eventapi": lambda: fence_eventapi(api, stream, n),
-        "window/eventapi": lambda: window_eventapi(profiler, n, batch),
+        name: partial(loop, n) for name, loop in own_loops(api, raw, stream, profiler, pool, batch)
     }
-    if raw is not None:
-        variants["fence/raw"] = lambda: fence_raw(raw, native, n)
-        variants["window/raw"] = lambda: window_raw(raw, native, pool, n, batch)
     peers, close_peers = peer_variants(backend, n, batch)
     variants.update(peers)
     floors, close_floors = driver_variants(api, stream, n, batch)
@@ -383,6 +402,50 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
     return result
 
 
+# -- instructions, counted by valgrind (see callgrind.py) ----------------------------------------
+
+WARM_UP = 200  # operations before either count starts: symbols resolved, pools filled
+
+
+def run_loop(backend: str, name: str, n: int, batch: int) -> None:
+    """One variant, ``WARM_UP`` then ``n`` operations, in this process (under callgrind)."""
+    api: Any = eventapi.backend(backend)
+    raw = raw_calls(backend)
+    stream = api.stream_create_non_blocking()
+    profiler: EventProfiler[Any, Any] = EventProfiler(api, stream)
+    pool = [ok(raw.create()) for _ in range(2 * batch + ANCHOR_SAMPLES)] if raw else []
+    loop = dict(own_loops(api, raw, stream, profiler, pool, batch))[name]
+    loop(WARM_UP)
+    loop(n)
+    profiler.close()
+    if raw is not None:
+        for event in pool:
+            ok(raw.destroy(event))
+    api.stream_destroy(stream)
+
+
+def print_instructions(backend: str, n: int, batch: int) -> None:
+    """Instructions per operation of eventapi's and the raw variants, and their ratio."""
+    callgrind.require_valgrind()
+    names = ("fence/eventapi", "fence/raw", "window/eventapi", "window/raw")
+    # Whole collects in both counts: n a multiple of the batch, and a second run n larger.
+    n = max(batch, n - n % batch)
+    counted = {
+        name: callgrind.per_operation(
+            [__file__, backend, "--batch", str(batch), "--loop", name], n, 2 * n
+        )
+        for name in names
+        if backend != "host" or name.endswith("/eventapi")
+    }
+    print(f"backend {backend}: instructions per operation (valgrind callgrind), {n} operations")
+    print("| operation | eventapi | raw binding | ratio |")
+    print("|---|---:|---:|---:|")
+    for op in ("fence", "window"):
+        ours, theirs = counted[f"{op}/eventapi"], counted.get(f"{op}/raw")
+        raw_text, ratio = (f"{theirs:,.0f}", f"{ours / theirs:.3f}") if theirs else ("-", "-")
+        print(f"| {op} | {ours:,.0f} | {raw_text} | {ratio} |")
+
+
 def table(result: dict[str, Any]) -> str:
     medians: dict[str, float] = result["median_ns"]
     rows = [
@@ -420,7 +483,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
     parser.add_argument("--batch", type=int, default=100, help="windows per collect")
     parser.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per operation under valgrind instead of timing",
+    )
+    parser.add_argument("--loop", nargs=2, metavar=("VARIANT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.loop:
+        run_loop(args.backend, args.loop[0], int(args.loop[1]), args.batch)
+        return 0
+    if args.instructions:
+        print_instructions(args.backend, args.n, args.batch)
+        return 0
     result = measure(args.backend, args.n, args.reps, args.batch)
     print(f"backend {args.backend}: median of {args.reps} interleaved runs of {args.n} each")
     print(table(result))

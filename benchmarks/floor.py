@@ -26,16 +26,12 @@ import argparse
 import gc
 import itertools
 import json
-import os
-import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
+
+import callgrind
 
 import eventapi
 from eventapi.driverkit import CaptureCheckMixin, DriverBackend, EventQueryMixin
@@ -241,18 +237,11 @@ def workloads() -> dict[str, dict[str, Callable[[], None]]]:
 OPERATIONS: Final = {"window": ROUNDS * WINDOWS, "fence": FENCES}  # per round
 
 
-# -- instructions, counted by valgrind -----------------------------------------------------------
+# -- instructions, counted by valgrind (see callgrind.py) ----------------------------------------
 #
-# A timed figure on a shared two-core machine moves by tens of percent between runs; the number
-# of instructions a round executes moves by well under one percent, loaded machine or not, so
-# two versions of the core that differ by a few percent can be told apart. Each workload runs
-# in a process of its own under callgrind, once with one round and once with three after the
-# same warm-up round: the difference of the two totals over two rounds' operations is the cost
-# of an operation, start-up and imports cancelled. An instruction is not a nanosecond (the
-# interpreter's dispatch runs many cheap ones, a cache miss costs none): read these counts to
-# compare the core with itself, and the timed figures to compare it with anything else.
-
-_TOTALS: Final = re.compile(r"^totals:\s+(\d+)", re.MULTILINE)
+# Each workload runs in a process of its own, once with one round and once with three after the
+# same warm-up round: read these counts to compare the core with itself, and the timed figures
+# to compare it with anything else.
 
 
 def _run_rounds(kind: str, name: str, rounds: int) -> None:
@@ -261,46 +250,20 @@ def _run_rounds(kind: str, name: str, rounds: int) -> None:
         run()
 
 
-def _count(kind: str, name: str, rounds: int, scratch: Path) -> int:
-    out = scratch / "callgrind.out"
-    subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            __file__,
-            "--rounds",
-            kind,
-            name,
-            str(rounds),
-        ],
-        env=dict(os.environ, PYTHONHASHSEED="0"),  # the same dict layouts in every run
-        capture_output=True,
-        check=True,
-    )
-    found = _TOTALS.search(out.read_text(encoding="utf-8"))
-    if found is None:
-        raise RuntimeError(f"callgrind wrote no totals into {out}")
-    return int(found.group(1))
-
-
 def instructions() -> dict[str, dict[str, float]]:
     """Instructions per operation of every workload (see the comment above)."""
-    counted: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="eventapi-floor-") as tmp:
-        for kind, by_name in workloads().items():
-            counted[kind] = {
-                name: (_count(kind, name, 3, Path(tmp)) - _count(kind, name, 1, Path(tmp)))
-                / (2 * OPERATIONS[kind])
-                for name in by_name
-            }
-    return counted
+    return {
+        kind: {
+            name: callgrind.per_operation([__file__, "--rounds", kind, name], 1, 3)
+            / OPERATIONS[kind]
+            for name in by_name
+        }
+        for kind, by_name in workloads().items()
+    }
 
 
 def _print_instructions(json_path: str | None) -> None:
-    if shutil.which("valgrind") is None:
-        sys.exit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    callgrind.require_valgrind()
     counted = instructions()
     print("instructions per operation, every driver call a no-op (valgrind callgrind)")
     print(f"{'':28}{'window (open+stop, collect/100)':>34}{'fence (record, wait, close)':>30}")
