@@ -8,11 +8,10 @@ without the GIL, and interruptible while waited for.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from types import ModuleType
 
+import child
 import pytest
 from emulated_driver import REPO_ROOT, DriverName, load
 from threads import JOIN_S, Waiter
@@ -132,15 +131,7 @@ PROMPT_S = 1.0
 
 @pytest.mark.parametrize("kind", sorted(NATIVE))
 def test_a_wait_for_it_is_interrupted_by_ctrl_c(kind: DriverName) -> None:
-    module = NATIVE[kind].__name__
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD.format(module=module)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = child.run(_CHILD.format(module=NATIVE[kind].__name__), cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("interrupted after"), done.stdout + done.stderr
