@@ -51,6 +51,8 @@ def test_it_is_reentrant_and_owned_by_the_thread_that_took_it(native: ModuleType
         native.Lock(True)
     with pytest.raises(TypeError):
         type("Mine", (native.Lock,), {})  # not a base: the C takes only its own
+    with pytest.raises(TypeError, match="immutable"):
+        native.Lock.__enter__ = lambda self: True  # what `with` takes is what the C takes
 
 
 def test_another_thread_cannot_release_it_and_waits_until_it_is_released(

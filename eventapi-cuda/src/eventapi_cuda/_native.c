@@ -723,7 +723,9 @@ static PyType_Slot lock_slots[] = {
 };
 
 static PyType_Spec lock_spec = {
-    "_native.Lock", sizeof(reentrant_lock), 0, Py_TPFLAGS_DEFAULT, lock_slots,
+    /* Immutable: a Python __enter__ set on it would skip what the C path still takes. */
+    "_native.Lock", sizeof(reentrant_lock), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    lock_slots,
 };
 
 /* -- the fast path over eventapi.driverkit's handles -------------------------------------- */
@@ -733,10 +735,10 @@ static PyType_Spec lock_spec = {
  * calls (a window's record; a fence's stream adoption, record, query and destroy; a collect's
  * readings) made on the driverkit handles themselves, so that the handle checks and the driver
  * call are one C call. Only the common case is taken: a handle of this backend, open (and
- * recorded, where a call needs it), on a thread the backend is bound to, with positional arguments, and for a
- * fence's record and destroy a spare driver event to take or room to keep one. Anything else
- * is handed to the driverkit method itself, which refuses it or makes the call, with the same
- * errors.
+ * recorded, where a call needs it), on a thread the backend is bound to, with positional
+ * arguments, and for a fence's record and destroy a spare driver event to take or room to
+ * keep one. Anything else is handed to the driverkit method itself, which refuses it or makes
+ * the call, with the same errors.
  *
  * The driverkit methods hold the backend's lock from their checks to the driver call, so that
  * a destroy on another thread cannot come between. The record, query and readings rely on the
@@ -788,6 +790,9 @@ static struct {
     PyObject *acquire, *release;    /* the lock's method names */
     PyObject *calls, *lost;         /* the backend's DriverCalls, and the name "lost" */
     PyObject *zero;                 /* a new handle's users */
+    newfunc event_new;              /* the event class's tp_new */
+    int plain_event;                /* it is object's: the class is plain Python */
+    PyObject *no_args;              /* () for it */
 } fp;
 
 #define CONFIGURE_ARGS 11
@@ -831,11 +836,16 @@ static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_s
     PyObject *release = PyUnicode_InternFromString("release");
     PyObject *lost = PyUnicode_InternFromString("lost");
     PyObject *zero = PyLong_FromLong(0);
-    if (acquire == NULL || release == NULL || lost == NULL || zero == NULL) {
+    PyObject *no_args = PyTuple_New(0);
+    newfunc event_new = (newfunc)PyType_GetSlot((PyTypeObject *)args[0], Py_tp_new);
+    if (acquire == NULL || release == NULL || lost == NULL || zero == NULL || no_args == NULL ||
+        event_new == NULL) {
         Py_DecRef(acquire);
         Py_DecRef(release);
         Py_DecRef(lost);
         Py_DecRef(zero);
+        Py_DecRef(no_args);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "the event class has no tp_new");
         return NULL;
     }
     /* Kept for the process, as configure()'s: the classes and functions live as long. */
@@ -858,6 +868,9 @@ static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_s
     fp.calls = new_ref(args[10]);
     fp.lost = lost;
     fp.zero = zero;
+    fp.no_args = no_args;
+    fp.event_new = event_new;
+    fp.plain_event = event_new == (newfunc)PyType_GetSlot(&PyBaseObject_Type, Py_tp_new);
     fp.configured = 1;
     RETURN_NONE;
 }
@@ -1139,10 +1152,15 @@ static int context_usable(void) {
 }
 
 /* A new event wrapper of `self`, as Event(NO_RAW, self) builds it (closed, uncounted, no
-   driver handle; every slot of an Event is among the descriptors), without its Python
-   __init__; NULL with the error set. It allocates, so it comes before the lock. */
+   driver handle); NULL with the error set. It allocates, so it comes before the lock. For
+   the Python class, whose tp_new is object's, without its Python __init__: object's tp_new
+   makes it and __init__'s stores are made here (every slot of an Event is among the
+   descriptors). Any other class (a compiled core's native one, whose tp_new runs __init__
+   and sets up what the class needs) is called as Python calls it. */
 static PyObject *event_built(PyObject *self) {
-    PyObject *event = PyType_GenericNew((PyTypeObject *)fp.event_type, NULL, NULL);
+    if (!fp.plain_event)
+        return PyObject_CallFunctionObjArgs(fp.event_type, fp.no_raw, self, NULL);
+    PyObject *event = fp.event_new((PyTypeObject *)fp.event_type, fp.no_args, NULL);
     if (event == NULL) return NULL;
     slot_set(SLOT_RAW, event, fp.no_raw);
     slot_set(SLOT_OWNER, event, self);
