@@ -290,9 +290,10 @@ def handle_slots() -> tuple[Any, ...]:
     handed back to them, is opened or closed through them, as
     :class:`~eventapi.driverkit.DriverBackend`'s own methods do: the handle classes name what
     may be touched, and no other module spells their slots. They are every slot of an
-    :class:`Event`, so C may build one without running ``__init__``: allocated, then given
-    what ``Event(NO_RAW, owner)`` gives it (the owner; closed; ``NO_RAW``; no users; not
-    recorded, reached or a spare).
+    :class:`Event`, so C may build one without running ``__init__``: allocated by object's
+    ``tp_new``, then given what ``Event(NO_RAW, owner)`` gives it (the owner; closed;
+    ``NO_RAW``; no users; not recorded, reached or a spare). A compiled build of this module
+    makes ``Event`` a native class, whose own ``tp_new`` must run: C calls that one.
     """
     handle, event = vars(_Handle), vars(Event)
     return (
