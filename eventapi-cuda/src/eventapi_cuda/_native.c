@@ -590,7 +590,8 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *arg) {
  * two sections a fence runs cost about a tenth of the fence. A contended take waits with the
  * GIL released and stays interruptible, as RLock's does: a signal's handler runs, and what it
  * raises (KeyboardInterrupt) is raised by the take. Only `with`, acquire() (blocking),
- * release() and _is_owned() are offered: driverkit uses `with` alone.
+ * release() and _is_owned() are offered: driverkit uses `with` alone. (No timeouts, no weak
+ * references, no _release_save: a threading.Condition over it would not wait while nested.)
  */
 typedef struct {
     PyObject_HEAD
