@@ -90,26 +90,41 @@ def test_a_backend_objects_lock_is_the_native_one(kind: DriverName) -> None:
     assert type(api._lock) is NATIVE[kind].Lock  # type: ignore[attr-defined]
 
 
-# The child: a thread holds the lock (for HOLD_S at most, so a take that ignores the signal
-# ends, late, instead of hanging); the main thread waits for it; the holder, which needs the
-# GIL to go on and gets it as the main thread's wait releases it, sends that thread SIGINT and
-# holds the lock until the main thread says it was interrupted.
+# The child: a thread holds the lock (for HOLD_S at most, so a take that ignores signals ends,
+# late, instead of hanging); the main thread waits for it; the holder, which needs the GIL to go
+# on and gets it as the main thread's wait releases it, sends that thread SIGINT every RESEND_S
+# until the main thread says it was interrupted. One signal is not enough: one that lands after
+# the waiting thread released the GIL and before it blocks is seen only once it runs bytecode
+# again, as with threading.RLock, whose take has the same window; a user presses Ctrl-C again.
+# The handler raises KeyboardInterrupt for the first signal seen and ignores the rest, so a
+# late one cannot interrupt the child elsewhere. The time is counted from the first send.
 _CHILD = """
 import signal, threading, time
 import {module} as native
 
 HOLD_S = 5.0
+RESEND_S = 0.01
 lock = native.Lock()
 held, waiting, interrupted = threading.Event(), threading.Event(), threading.Event()
-sent = []
+sent, seen = [], []
+
+def on_sigint(signum, frame):
+    if not seen:
+        seen.append(signum)
+        raise KeyboardInterrupt
 
 def hold():
     with lock:
         held.set()
         waiting.wait(HOLD_S)
         sent.append(time.perf_counter_ns())
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        interrupted.wait(HOLD_S)
+        deadline = time.monotonic() + HOLD_S
+        while time.monotonic() < deadline:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            if interrupted.wait(RESEND_S):
+                break
+
+signal.signal(signal.SIGINT, on_sigint)
 
 holder = threading.Thread(target=hold)
 holder.start()
