@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from operator import itemgetter
+from bisect import bisect_left
 from typing import Final, final
 
 from .._ranks import rank_of
@@ -37,9 +37,10 @@ A median of 1,000,000 durations is then a duration whose rank lies within 5,000 
 # pass, then compressed once. The paper inserts one value at a time and compresses every
 # 1 / (2 * RANK_ERROR) of them; each compression walks every entry in Python, which cost a
 # few microseconds per value at the profiler's collect. Merging a sorted batch gives each new
-# value the uncertainty bound of the count after the batch (more conservative than the
-# count at its own insertion, so every answer stays within the error), and the summary
-# holds at most this many entries more than the paper's between two merges.
+# value the uncertainty of the gap it falls in: at most the upper entry's g + delta - 1
+# values lie there unseen, which is within the bound at the count after the batch, so every
+# answer stays within the error. The summary holds at most this many entries more than the
+# paper's between two merges.
 _MERGE_EVERY: Final = 1000
 
 
@@ -119,41 +120,97 @@ class DurationSummary:
         return math.floor(2 * RANK_ERROR * self.count)
 
     def _merge(self) -> None:
-        """Insert the buffered values into the sketch, then compress it once."""
-        values, gs, deltas = self.values, self.gs, self.deltas
-        assert gs is not None
-        assert deltas is not None
-        # A value below every entry, or at or above the last, has an exact rank (delta 0); one
-        # inside is as uncertain as its neighbours may be, at the count after the batch.
-        low, high = values[0], values[-1]
-        inside = max(0, self._bound() - 1)
-        entries = list(zip(values, gs, deltas, strict=True))
-        entries += [(v, 1, 0 if v < low or v >= high else inside) for v in self.buffer]
-        # Stable: a new value equal to an entry goes after it, as bisect_right inserts it.
-        entries.sort(key=_value)
+        """Insert the buffered values into the sketch, then compress it once.
+
+        What it computes is one list of every entry and new value, sorted (a new value equal
+        to an entry after it, as bisect_right inserts it), walked once from the top: each
+        entry merges into the (merged) one above it while the pair stays within the bound,
+        the first one (the minimum) and the last one never merged away. A new value below
+        every entry, or at or above the last, has an exact rank (delta 0); one between two
+        entries is as uncertain as that gap: the upper entry's ``g + delta - 1`` values may
+        lie in it unseen, and that is within the bound.
+
+        The walk goes an old entry at a time: the new values between two old entries all
+        carry the same delta, so :func:`_take_run` places them by arithmetic and slicing. A
+        Python step, a tuple and a keyed sort per value cost most of what a window's collect
+        spent on its summary. ``tests/test_sketch.py`` holds this walk to the plain one.
+        """
+        assert self.gs is not None
+        assert self.deltas is not None
+        values, gs, deltas = self.values.tolist(), self.gs.tolist(), self.deltas.tolist()
+        new = sorted(self.buffer)
         self.buffer = array("q")
-        # Then one pass from the top, merging each entry into the (merged) one above it when
-        # the pair stays within the bound. The first entry (the minimum) is never merged away.
         bound = self._bound()
-        kept: list[tuple[int, int, int]] = []
-        keep = kept.append
-        v, g, d = entries[-1]
-        for value, weight, delta in reversed(entries[1:-1]):
-            if weight + g + d <= bound:
-                g += weight
-                continue
-            keep((v, g, d))
-            v, g, d = value, weight, delta
-        keep((v, g, d))
-        if len(entries) > 1:
-            keep(entries[0])
+        below = bisect_left(new, values[0])  # new[:below] lie under every entry: delta 0
+        kept: list[tuple[int, int, int]] = []  # from the top down
+        # The walk starts at the topmost value, which is never merged away.
+        top = len(values) - 1
+        hi = len(new)
+        if new[-1] >= values[top]:
+            current, hi, first = (new[-1], 1, 0), hi - 1, top
+        else:
+            current, first = (values[top], gs[top], deltas[top]), top - 1
+        # Entry j and the run of new values above it, from the top; j = -1 stands for the run
+        # under every entry but its lowest value, new[0], which is kept apart as an old
+        # minimum would be.
+        for j in range(first, -2, -1):
+            if j < 0:
+                lo, delta = 1, 0
+            elif j < top and values[j] == values[j + 1]:
+                lo, delta = hi, 0  # nothing lies between two equal entries
+            else:
+                lo = bisect_left(new, values[j], 0, hi)
+                delta = 0 if j == top else gs[j + 1] + deltas[j + 1] - 1
+            if hi > lo:
+                current = _take_run(new, lo, hi, delta, bound, current, kept)
+            hi = lo
+            if j < 0 or (j == 0 and not below):
+                break  # the lowest entry is kept apart
+            value, g, d = current
+            if gs[j] + g + d <= bound:
+                current = (value, g + gs[j], d)
+            else:
+                kept.append(current)
+                current = (values[j], gs[j], deltas[j])
+        kept.append(current)
+        kept.append((new[0], 1, 0) if below else (values[0], gs[0], deltas[0]))
         kept.reverse()
-        self.values = array("q", [e[0] for e in kept])
-        self.gs = array("q", [e[1] for e in kept])
-        self.deltas = array("q", [e[2] for e in kept])
+        kept_values, kept_gs, kept_deltas = zip(*kept, strict=True)
+        self.values = array("q", kept_values)
+        self.gs = array("q", kept_gs)
+        self.deltas = array("q", kept_deltas)
 
 
-_value = itemgetter(0)
+def _take_run(
+    new: list[int],
+    lo: int,
+    hi: int,
+    delta: int,
+    bound: int,
+    current: tuple[int, int, int],
+    kept: list[tuple[int, int, int]],
+) -> tuple[int, int, int]:
+    """Walk ``new[lo:hi]``, values of one ``delta`` and weight 1, from the top below ``current``.
+
+    ``current`` (the entry the walk is merging into) takes as many as its room allows; the
+    rest split, from the top, into entries of ``size`` values each (the most one entry of
+    this delta can stand for), kept in ``kept``. Returns the new current: the lowest of those
+    entries, which the walk may still merge into.
+    """
+    value, g, d = current
+    room = bound - d - g
+    if room > 0:
+        taken = min(hi - lo, room)
+        g += taken
+        hi -= taken
+    if hi == lo:
+        return value, g, d
+    kept.append((value, g, d))
+    size = max(1, bound - delta)
+    heads = new[lo:hi][::-1][::size]
+    full = len(heads) - 1
+    kept.extend(zip(heads[:full], [size] * full, [delta] * full, strict=True))
+    return heads[full], hi - lo - full * size, delta
 
 
 def quantile_of(ranks: tuple[tuple[int, int, int], ...], count: int, q: float) -> int:
