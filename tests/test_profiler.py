@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import logging
 import pickle
@@ -103,6 +104,32 @@ def test_windows_nest_and_come_back_in_the_order_they_opened(
     for child, parent in [("middle", "outer"), ("inner", "middle"), ("second", "outer")]:
         assert by_name[parent].start_ns <= by_name[child].start_ns
         assert by_name[child].end_ns <= by_name[parent].end_ns
+
+
+def test_a_collected_span_is_the_value_span_builds_from_its_fields(
+    prof: EventProfiler[Any, Any],
+) -> None:
+    # collect() fills each Span's slots directly, without the dataclass's __init__; what it
+    # hands back must be the same value in every way a user can see.
+    with prof.window("outer"), prof.window("inner"):
+        pass
+    for span in prof.collect():
+        fields = {f.name: getattr(span, f.name) for f in dataclasses.fields(Span)}
+        plain = Span(**fields)
+        assert type(span) is Span
+        assert span == plain
+        assert hash(span) == hash(plain)
+        assert repr(span) == repr(plain)
+        assert pickle.loads(pickle.dumps(span)) == plain
+        assert dataclasses.replace(span, name="renamed") == dataclasses.replace(
+            plain, name="renamed"
+        )
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            span.name = "renamed"  # type: ignore[misc]
+    assert [(f["name"], f["depth"], f["stream"]) for f in map(dataclasses.asdict, prof.spans)] == [
+        ("outer", 0, prof.label),
+        ("inner", 1, prof.label),
+    ]
 
 
 def test_start_and_stop_are_a_window_without_a_block(
