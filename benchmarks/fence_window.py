@@ -1,9 +1,10 @@
 """What eventapi costs over the raw binding: a fence, and a profiler window.
 
 Usage: ``python benchmarks/fence_window.py BACKEND [--n N] [--reps R] [--batch B] [--json F]
-[--instructions]`` with BACKEND ``cuda`` or ``hip`` (``host`` too, for eventapi's side only: it
-has no binding). ``--instructions`` counts instructions per operation of eventapi's and the raw
-variants instead of timing them (valgrind; see ``callgrind.py``).
+[--instructions | --phases]`` with BACKEND ``cuda`` or ``hip`` (``host`` too, for eventapi's side
+only: it has no binding). ``--instructions`` counts instructions per operation of eventapi's and
+the raw variants instead of timing them (valgrind; see ``callgrind.py``); ``--phases`` times a
+window's open and close apart from its share of the collects, eventapi's and the raw loop's.
 
 Each operation is done through eventapi and through the same binding calls written by hand
 (``cuda.bindings.driver`` or ``hip.hip``, status checked as a careful caller would), in one
@@ -122,24 +123,38 @@ def fence_raw(raw: Raw, stream: Any, n: int) -> None:
 
 
 def window_eventapi(profiler: EventProfiler[Any, Any], n: int, batch: int) -> None:
-    for i in range(n):
+    for count in batches(n, batch):
+        windows_eventapi(profiler, count)
+        profiler.collect()
+
+
+def windows_eventapi(profiler: EventProfiler[Any, Any], count: int) -> None:
+    for _ in range(count):
         with profiler.window("w"):
             pass
-        if (i + 1) % batch == 0:
-            profiler.collect()
-    profiler.collect()
 
 
 def window_raw(raw: Raw, stream: Any, pool: list[Any], n: int, batch: int) -> None:
     pending: list[tuple[Any, Any]] = []
-    for i in range(n):
+    for count in batches(n, batch):
+        windows_raw(raw, stream, pool, pending, count)
+        _collect_raw(raw, stream, pool, pending)
+
+
+def windows_raw(
+    raw: Raw, stream: Any, pool: list[Any], pending: list[tuple[Any, Any]], count: int
+) -> None:
+    for _ in range(count):
         _screen(raw, stream)
         start, end = pool.pop(), pool.pop()
         ok(raw.record(start, stream))
         ok(raw.record(end, stream))
         pending.append((start, end))
-        if (i + 1) % batch == 0 or i == n - 1:
-            _collect_raw(raw, stream, pool, pending)
+
+
+def batches(n: int, batch: int) -> list[int]:
+    """How many windows each collect of ``n`` windows reads: ``batch``, the last one the rest."""
+    return [min(batch, n - first) for first in range(0, n, batch)]
 
 
 def _screen(raw: Raw, stream: Any) -> None:
@@ -402,6 +417,66 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
     return result
 
 
+# -- a window's two phases, timed apart -----------------------------------------------------------
+
+
+def phases(
+    windows: Callable[[int], None], collect: Callable[[], object], n: int, batch: int
+) -> tuple[float, float]:
+    """Nanoseconds per window spent opening and closing windows, and in the collects."""
+    opening = collecting = 0
+    for count in batches(n, batch):
+        begin = time.perf_counter_ns()
+        windows(count)
+        middle = time.perf_counter_ns()
+        collect()
+        collecting += time.perf_counter_ns() - middle
+        opening += middle - begin
+    return opening / n, collecting / n
+
+
+def print_phases(backend: str, n: int, reps: int, batch: int) -> None:
+    """A window's open-and-close and its share of a collect, eventapi's and the raw loop's."""
+    api: Any = eventapi.backend(backend)
+    raw = raw_calls(backend)
+    stream = api.stream_create_non_blocking()
+    profiler: EventProfiler[Any, Any] = EventProfiler(api, stream)
+    pool = [ok(raw.create()) for _ in range(2 * batch + ANCHOR_SAMPLES)] if raw else []
+    pending: list[tuple[Any, Any]] = []
+    native = getattr(stream, "raw", stream)
+    variants: dict[str, Callable[[], tuple[float, float]]] = {
+        "eventapi": partial(phases, partial(windows_eventapi, profiler), profiler.collect, n, batch)
+    }
+    if raw is not None:
+        variants["raw binding"] = partial(
+            phases,
+            partial(windows_raw, raw, native, pool, pending),
+            partial(_collect_raw, raw, native, pool, pending),
+            n,
+            batch,
+        )
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    try:
+        for run in variants.values():  # warm-up
+            run()
+        for _ in range(reps):
+            for name, run in variants.items():
+                samples[name].append(run())
+    finally:
+        profiler.close()
+        if raw is not None:
+            for event in pool:
+                ok(raw.destroy(event))
+        api.stream_destroy(stream)
+    print(f"backend {backend}: a window's phases, median of {reps} interleaved runs of {n}")
+    print(f"| per window (us) | open+close | collect, amortized over {batch} | both |")
+    print("|---|---:|---:|---:|")
+    for name, runs in samples.items():
+        opening = statistics.median(run[0] for run in runs) / 1000
+        collecting = statistics.median(run[1] for run in runs) / 1000
+        print(f"| {name} | {opening:.2f} | {collecting:.2f} | {opening + collecting:.2f} |")
+
+
 # -- instructions, counted by valgrind (see callgrind.py) ----------------------------------------
 
 WARM_UP = 200  # operations before either count starts: symbols resolved, pools filled
@@ -488,6 +563,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="count instructions per operation under valgrind instead of timing",
     )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="time a window's open+close and its collect apart, eventapi's and the raw loop's",
+    )
     parser.add_argument("--loop", nargs=2, metavar=("VARIANT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.loop:
@@ -495,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.instructions:
         print_instructions(args.backend, args.n, args.batch)
+        return 0
+    if args.phases:
+        print_phases(args.backend, args.n, args.reps, args.batch)
         return 0
     result = measure(args.backend, args.n, args.reps, args.batch)
     print(f"backend {args.backend}: median of {args.reps} interleaved runs of {args.n} each")
