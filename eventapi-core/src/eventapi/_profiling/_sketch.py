@@ -131,9 +131,10 @@ class DurationSummary:
         lie in it unseen, and that is within the bound.
 
         The walk goes an old entry at a time: the new values between two old entries all
-        carry the same delta, so :func:`_take_run` places them by arithmetic and slicing. A
-        Python step, a tuple and a keyed sort per value cost most of what a window's collect
-        spent on its summary. ``tests/test_sketch.py`` holds this walk to the plain one.
+        carry the same delta, so :func:`_take_run` places them by arithmetic and slicing, and
+        the walk takes a Python step per old entry, not per value (a step, a tuple and a keyed
+        sort per value were most of a collect's summary). ``tests/test_sketch.py`` holds this
+        walk to the plain one, entry for entry.
         """
         assert self.gs is not None
         assert self.deltas is not None
