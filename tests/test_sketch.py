@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 import pytest
 from hypothesis import given, settings
@@ -73,6 +73,23 @@ def durations(rng: random.Random, shape: str, count: int) -> list[int]:
     return values
 
 
+def assert_ranks_hold(summary: DurationSummary, seen: list[int]) -> None:
+    """Every entry within the bound, and its rank range meeting its value's true ranks."""
+    assert summary.gs is not None
+    assert summary.deltas is not None
+    ordered = sorted(seen)
+    bound = summary._bound()
+    least = 0
+    for value, g, delta in zip(summary.values, summary.gs, summary.deltas, strict=True):
+        least += g
+        assert g + delta <= bound, (value, g, delta, bound)
+        # Its copies hold ranks first..last among the values seen (1-based).
+        first, last = bisect_left(ordered, value) + 1, bisect_right(ordered, value)
+        assert first <= least + delta, (value, least, delta, first)
+        assert least <= last, (value, least, last)
+    assert least == len(seen) == summary.count
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -84,18 +101,21 @@ def test_the_merge_keeps_what_the_plain_walk_keeps(
 ) -> None:
     rng = random.Random(seed)
     summary = DurationSummary()
-    summary.extend(durations(rng, shape, EXACT_UP_TO + 1))  # past exact: a sketch from here on
-    for size in [1, *batches]:
-        if size > 1:
-            summary.extend(durations(rng, shape, size))  # fewer than _MERGE_EVERY: buffered
+    seen = durations(rng, shape, EXACT_UP_TO)
+    summary.extend(seen)  # exact so far
+    for size in batches:  # fewer than _MERGE_EVERY each: buffered until ranks() merges them
+        batch = durations(rng, shape, size)
+        summary.extend(batch)
+        seen += batch
         assert summary.gs is not None
         assert summary.deltas is not None
         expected = walked(
             summary.values, summary.gs, summary.deltas, summary.buffer, summary._bound()
         )
-        summary.ranks()  # merges the buffer
+        summary.ranks()
         assert state(summary) == expected
         assert not summary.buffer
+        assert_ranks_hold(summary, seen)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

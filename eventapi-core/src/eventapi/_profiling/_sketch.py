@@ -134,7 +134,7 @@ class DurationSummary:
         carry the same delta, so :func:`_take_run` places them by arithmetic and slicing, and
         the walk takes a Python step per old entry, not per value (a step, a tuple and a keyed
         sort per value were most of a collect's summary). ``tests/test_sketch.py`` holds this
-        walk to the plain one, entry for entry.
+        walk to the plain one, entry for entry. Called with at least one value buffered.
         """
         assert self.gs is not None
         assert self.deltas is not None
@@ -195,8 +195,9 @@ def _take_run(
 
     ``current`` (the entry the walk is merging into) takes as many as its room allows; the
     rest split, from the top, into entries of ``size`` values each (the most one entry of
-    this delta can stand for), kept in ``kept``. Returns the new current: the lowest of those
-    entries, which the walk may still merge into.
+    this delta can stand for), kept in ``kept``. Returns the new current: ``current`` grown,
+    when the whole run fits in it; else the lowest of the new entries, which the walk may
+    still merge into.
     """
     value, g, d = current
     room = bound - d - g
