@@ -235,15 +235,18 @@ def test_a_long_fence_wait_sleeps_instead_of_spinning(
     sync = spelled.name("EventSynchronize")
     before = emu.calls(sync)
 
+    # The device's work: the stream stays busy BUSY_S from the moment the wait is timed, then
+    # the gate releases it. Started by the waiter itself, so that a waiter thread slow to
+    # start on a loaded machine still waits the whole of it.
+    release = threading.Timer(BUSY_S, gate.set)
+
     def wait() -> tuple[int, int]:
         clock = time.process_time_ns if main else time.thread_time_ns
         cpu0, wall0 = clock(), time.perf_counter_ns()
+        release.start()
         fence.wait()
         return clock() - cpu0, time.perf_counter_ns() - wall0
 
-    # The device's work: the stream stays busy BUSY_S, then the gate releases it.
-    release = threading.Timer(BUSY_S, gate.set)
-    release.start()
     try:
         if main:
             cpu, wall = wait()
@@ -252,7 +255,10 @@ def test_a_long_fence_wait_sleeps_instead_of_spinning(
             waiter.result()
             cpu, wall = cast("tuple[int, int]", waiter.value)
     finally:
-        release.join()
+        if release.ident is None:  # the waiter failed before it started the timer
+            gate.set()
+        else:
+            release.join()
         fence.close()
     assert emu.calls(sync) > before, "the wait never reached the driver's synchronize"
     assert wall >= BUSY_S * 1e9 * 0.9
