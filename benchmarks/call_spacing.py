@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fence_window import ok, raw_calls, wakeup_counter
+from fence_window import interleaved, ok, raw_calls, wakeup_counter
 from run import busy
 
 import eventapi
@@ -94,14 +94,9 @@ def measure(backend: str, n: int, reps: int, gap_ns: int) -> dict[str, tuple[flo
         "raw, back to back": back_to_back,
         "raw, spaced": spaced,
     }
-    samples: dict[str, list[float]] = {name: [] for name in variants}
     counts: dict[str, float] = {}
     try:
-        for run in variants.values():  # warm-up
-            run()
-        for _ in range(reps):
-            for name, run in variants.items():
-                samples[name].append(run())
+        samples = interleaved(variants, reps)
         counter = wakeup_counter()
         for name, run in variants.items():  # counted apart, so counting cannot perturb timing
             before = counter() if counter is not None else 0

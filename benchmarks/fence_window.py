@@ -44,16 +44,19 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import callgrind
 
 import eventapi
 from eventapi import EventFence, EventProfiler
 from eventapi._profiling._anchor import ANCHOR_SAMPLES
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -347,6 +350,48 @@ def per_op_ns(run: Callable[[], None], n: int) -> float:
     return (time.perf_counter_ns() - begin) / n
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What every variant runs on: a backend object, its raw calls, a stream, a profiler on it
+    and the raw loop's pool of events."""
+
+    api: Any
+    raw: Raw | None
+    stream: Any
+    profiler: EventProfiler[Any, Any]
+    pool: list[Any]
+
+
+@contextmanager
+def setup(backend: str, batch: int) -> Iterator[Setup]:
+    """A :class:`Setup` for ``backend``, released on the way out."""
+    api: Any = eventapi.backend(backend)
+    raw = raw_calls(backend)
+    stream = api.stream_create_non_blocking()
+    profiler: EventProfiler[Any, Any] = EventProfiler(api, stream)
+    pool = [ok(raw.create()) for _ in range(2 * batch + ANCHOR_SAMPLES)] if raw else []
+    try:
+        yield Setup(api, raw, stream, profiler, pool)
+    finally:
+        profiler.close()
+        if raw is not None:
+            for event in pool:
+                ok(raw.destroy(event))
+        api.stream_destroy(stream)
+
+
+def interleaved(variants: dict[str, Callable[[], T]], reps: int) -> dict[str, list[T]]:
+    """Every variant run once to warm up (first calls resolve symbols, fill pools), then
+    ``reps`` rounds that each run every variant once, in turn: what each run returned."""
+    for run in variants.values():
+        run()
+    samples: dict[str, list[T]] = {name: [] for name in variants}
+    for _ in range(reps):
+        for name, run in variants.items():
+            samples[name].append(run())
+    return samples
+
+
 def own_loops(
     api: Any,
     raw: Raw | None,
@@ -369,41 +414,29 @@ def own_loops(
 
 def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
     """Median ns per operation for every variant; see the module docstring."""
-    api: Any = eventapi.backend(backend)
-    raw = raw_calls(backend)
-    stream = api.stream_create_non_blocking()
-    profiler: EventProfiler[Any, Any] = EventProfiler(api, stream)
-    pool = [ok(raw.create()) for _ in range(2 * batch + ANCHOR_SAMPLES)] if raw else []
-    variants: dict[str, Callable[[], None]] = {
-        name: partial(loop, n) for name, loop in own_loops(api, raw, stream, profiler, pool, batch)
-    }
-    peers, close_peers = peer_variants(backend, n, batch)
-    variants.update(peers)
-    floors, close_floors = driver_variants(api, stream, n, batch)
-    variants.update(floors)
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    wakeups: dict[str, float] | None = None
-    try:
-        for run in variants.values():  # warm-up: first calls resolve symbols, fill pools
-            run()
-        for _ in range(reps):
-            for name, run in variants.items():
-                samples[name].append(per_op_ns(run, n))
-        # Counted in a run of its own, after the timed ones, so the count cannot perturb them.
-        counter = wakeup_counter()
-        wakeups = (
-            None
-            if counter is None
-            else {name: wakeups_per_op(counter, run, n) for name, run in variants.items()}
-        )
-    finally:
-        profiler.close()
-        if raw is not None:
-            for event in pool:
-                ok(raw.destroy(event))
-        close_floors()
-        api.stream_destroy(stream)
-        close_peers()
+    with setup(backend, batch) as on:
+        variants: dict[str, Callable[[], None]] = {
+            name: partial(loop, n)
+            for name, loop in own_loops(on.api, on.raw, on.stream, on.profiler, on.pool, batch)
+        }
+        peers, close_peers = peer_variants(backend, n, batch)
+        variants.update(peers)
+        floors, close_floors = driver_variants(on.api, on.stream, n, batch)
+        variants.update(floors)
+        try:
+            samples = interleaved(
+                {name: partial(per_op_ns, run, n) for name, run in variants.items()}, reps
+            )
+            # Counted in a run of its own, after the timed ones, so the count cannot perturb them.
+            counter = wakeup_counter()
+            wakeups = (
+                None
+                if counter is None
+                else {name: wakeups_per_op(counter, run, n) for name, run in variants.items()}
+            )
+        finally:
+            close_floors()
+            close_peers()
     medians = {name: statistics.median(values) for name, values in samples.items()}
     result: dict[str, Any] = {
         "backend": backend,
@@ -437,37 +470,22 @@ def phases(
 
 def print_phases(backend: str, n: int, reps: int, batch: int) -> None:
     """A window's open-and-close and its share of a collect, eventapi's and the raw loop's."""
-    api: Any = eventapi.backend(backend)
-    raw = raw_calls(backend)
-    stream = api.stream_create_non_blocking()
-    profiler: EventProfiler[Any, Any] = EventProfiler(api, stream)
-    pool = [ok(raw.create()) for _ in range(2 * batch + ANCHOR_SAMPLES)] if raw else []
-    pending: list[tuple[Any, Any]] = []
-    native = getattr(stream, "raw", stream)
-    variants: dict[str, Callable[[], tuple[float, float]]] = {
-        "eventapi": partial(phases, partial(windows_eventapi, profiler), profiler.collect, n, batch)
-    }
-    if raw is not None:
-        variants["raw binding"] = partial(
-            phases,
-            partial(windows_raw, raw, native, pool, pending),
-            partial(_collect_raw, raw, native, pool, pending),
-            n,
-            batch,
-        )
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
-    try:
-        for run in variants.values():  # warm-up
-            run()
-        for _ in range(reps):
-            for name, run in variants.items():
-                samples[name].append(run())
-    finally:
-        profiler.close()
-        if raw is not None:
-            for event in pool:
-                ok(raw.destroy(event))
-        api.stream_destroy(stream)
+    with setup(backend, batch) as on:
+        prof = on.profiler
+        variants: dict[str, Callable[[], tuple[float, float]]] = {
+            "eventapi": partial(phases, partial(windows_eventapi, prof), prof.collect, n, batch)
+        }
+        if on.raw is not None:
+            pending: list[tuple[Any, Any]] = []
+            native = getattr(on.stream, "raw", on.stream)
+            variants["raw binding"] = partial(
+                phases,
+                partial(windows_raw, on.raw, native, on.pool, pending),
+                partial(_collect_raw, on.raw, native, on.pool, pending),
+                n,
+                batch,
+            )
+        samples = interleaved(variants, reps)
     print(f"backend {backend}: a window's phases, median of {reps} interleaved runs of {n}")
     print(f"| per window (us) | open+close | collect, amortized over {batch} | both |")
     print("|---|---:|---:|---:|")
@@ -484,19 +502,11 @@ WARM_UP = 200  # operations before either count starts: symbols resolved, pools 
 
 def run_loop(backend: str, name: str, n: int, batch: int) -> None:
     """One variant, ``WARM_UP`` then ``n`` operations, in this process (under callgrind)."""
-    api: Any = eventapi.backend(backend)
-    raw = raw_calls(backend)
-    stream = api.stream_create_non_blocking()
-    profiler: EventProfiler[Any, Any] = EventProfiler(api, stream)
-    pool = [ok(raw.create()) for _ in range(2 * batch + ANCHOR_SAMPLES)] if raw else []
-    loop = dict(own_loops(api, raw, stream, profiler, pool, batch))[name]
-    loop(WARM_UP)
-    loop(n)
-    profiler.close()
-    if raw is not None:
-        for event in pool:
-            ok(raw.destroy(event))
-    api.stream_destroy(stream)
+    with setup(backend, batch) as on:
+        loops = own_loops(on.api, on.raw, on.stream, on.profiler, on.pool, batch)
+        loop = dict(loops)[name]
+        loop(WARM_UP)
+        loop(n)
 
 
 def print_instructions(backend: str, n: int, batch: int) -> None:
