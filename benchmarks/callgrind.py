@@ -1,7 +1,7 @@
 """How many instructions a Python command executes, counted by valgrind's callgrind.
 
 A timed figure on a shared two-core machine moves by tens of percent between runs; the
-instructions a loop executes move by well under one percent, loaded machine or not. The
+instructions a loop executes move by a percent at most, loaded machine or not. The
 benchmarks that count (``floor.py --instructions``, ``fence_window.py --instructions``) run a
 loop in a fresh process twice, at two sizes after the same warm-up, and read the difference of
 the two totals over the difference of the sizes: the cost of one operation, start-up and
