@@ -104,8 +104,9 @@ class EventStateError(EventApiError, ValueError):
 class CaptureError(EventApiError):
     """An event was to be recorded into a stream that is capturing a graph.
 
-    A timing event cannot be recorded into a capture; screen the stream first, or record the
-    fence after the capture ends.
+    A record into a capture is no timestamp: the driver makes it a dependency inside the graph,
+    and eventapi puts nothing into a graph unasked. Record the fence after the capture ends, or
+    into a stream that is not capturing.
     """
 
     __module__ = "eventapi"

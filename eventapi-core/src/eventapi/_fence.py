@@ -564,9 +564,9 @@ def _record_new(api: EventApi[E, S], stream: S, capture_check: bool) -> E:
 
 def _refuse_capturing(api: EventApi[Any, Any], stream: object) -> NoReturn:
     raise CaptureError(
-        f"{api.BACKEND}: cannot record a fence into {stream!r}: the stream is capturing "
-        "a graph, where a timing event cannot be recorded; record the fence after the "
-        "capture ends, or into a stream that is not capturing"
+        f"{api.BACKEND}: not recording a fence into {stream!r}: the stream is capturing "
+        "a graph, where a record is no timestamp but a dependency inside the graph; record "
+        "the fence after the capture ends, or into a stream that is not capturing"
     )
 
 

@@ -130,7 +130,8 @@ class SupportsEventQuery(Protocol[E_contra]):
 class SupportsCaptureCheck(Protocol[S_contra]):
     """Optional capability: tell whether a stream is recording a graph.
 
-    A stream that is capturing gets no timing event; callers screen for it in advance.
+    A record into a capturing stream is no timestamp but a dependency inside the graph, so the
+    core screens for it in advance: such a stream gets no event of a fence or a window.
     """
 
     def stream_is_capturing(self, stream: S_contra) -> bool:

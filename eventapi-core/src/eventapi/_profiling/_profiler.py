@@ -542,7 +542,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"open; stop {top.name!r} first (windows nest like with blocks)"
             )
         # Checked again, not left to collect(): a record into a capture would become part of
-        # the user's graph (and a timing event's record there is reported to fail).
+        # the user's graph, a dependency there and no timestamp.
         try:
             event = self._record_edge()
         except BaseException:
@@ -552,7 +552,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._drop_top(window)
             raise
         if event is None:
-            # The capture began while the window was open: its end cannot be recorded.
+            # The capture began while the window was open: its end is not recorded.
             self._drop_top(window)
             window._skipped = True
             self._skipped += 1

@@ -58,7 +58,7 @@ class CaptureCheckMixin(DriverBackend[RE, RS]):
 
     @abstractmethod
     def _raw_stream_is_capturing(self, stream: RS) -> bool:
-        """True while ``stream`` captures a graph, in any state that refuses a timing event."""
+        """True while ``stream`` captures a graph: active, or invalidated and not yet ended."""
 
     stream_is_capturing = DriverBackend._stream_is_capturing
 
