@@ -1,15 +1,21 @@
-# make check   set up .venv and run the main job: the backend table and `eventapi check`
-# make test    set up .venv and run every test: ruff, mypy --strict, pytest, the conformance kit
-#              on host and on cuda and hip over the emulated drivers; and, at the same time,
-#              what `make matrix` runs
-# make matrix  pytest (less the single_interpreter tests) and the conformance kit on every other
-#              supported CPython (3.11 to 3.13), each in its own .venv-3.X; an interpreter not
-#              found is skipped with a message
-# make docs    build the documentation site into build/docs/html, warnings as errors; read it
-#              with `python -m http.server -d build/docs/html` (http://localhost:8000)
-# make dist    build the three distributions into build/dist and check them (one version, twine)
-# Both create .venv on first use and are idempotent. `make test MATRIX_VERSIONS=` tests only
-# .venv's interpreter, for a quicker loop while developing.
+# make check    set up .venv and run the main job: the backend table and `eventapi check`
+# make test     set up .venv and run every test of the product on its interpreter: ruff, mypy
+#               --strict, the docs site, pytest and the conformance kit on host, cuda and hip
+#               (over the emulated drivers); a few minutes
+# make ci       what CI runs after `make test`, each tier alone (docs/testing.md says why):
+#   make test-support   the test support's own tests: the emulated drivers, the suite's time
+#                       bound, the lint and docs tooling
+#   make test-installs  wheels, sdists and installs into fresh venvs, from build/wheelhouse
+#   make test-browser   the trace report and speedscope in headless Chromium
+#   make test-torch     a torch.distributed job writing one trace (installs torch into .venv)
+#   make test-matrix    the product's tests and the installs on the other CPythons, one by one
+# make wheelhouse  fill build/wheelhouse with what the install tests install: the only download
+#               a test needs, made once; afterwards every test runs with PIP_NO_INDEX=1
+# make docs     build the documentation site into build/docs/html, warnings as errors; read it
+#               with `python -m http.server -d build/docs/html` (http://localhost:8000)
+# make dist     build the three distributions into build/dist and check them (one version, twine)
+# make bench    every performance figure as a ratio, side by side in one run
+# Each sets up what it needs on first use and is safe to run again.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -21,13 +27,15 @@ CFLAGS ?= -O2 -g -Wall -Wextra -Werror -std=c11
 EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
-.PHONY: all check test lint typecheck pytest conformance compiled conformance-compiled matrix suites fuzz soak emulated native bench docs dist clean
+.PHONY: all check test lint typecheck pytest conformance ci test-support test-installs \
+	test-browser test-torch test-matrix matrix-one wheelhouse compiled conformance-compiled fuzz soak \
+	emulated native bench docs dist clean
 
 all: test
 
-# The editable installs build the backends' C extensions in place (src/*/_native.abi3.so).
 # What every interpreter's tests need (requirements-test.txt), and in .venv the tools that run
-# once (requirements-dev.txt); each .venv-3.X of the matrix gets the first only.
+# once (requirements-dev.txt); each .venv-3.X of the matrix gets the first only. The editable
+# installs build the backends' C extensions in place (src/*/_native.abi3.so).
 REQUIREMENTS ?= requirements-test.txt requirements-dev.txt
 
 $(STAMP): $(REQUIREMENTS) eventapi-core/pyproject.toml eventapi-cuda/pyproject.toml eventapi-hip/pyproject.toml eventapi-cuda/setup.py eventapi-hip/setup.py
@@ -38,14 +46,17 @@ $(STAMP): $(REQUIREMENTS) eventapi-core/pyproject.toml eventapi-cuda/pyproject.t
 	touch $@
 
 # The C extensions of eventapi-cuda and eventapi-hip, rebuilt in place when their source
-# changes, so that no test runs a stale one. One abi3 build serves every .venv-3.X.
+# changes, so that no test runs a stale one: one abi3 build serves every .venv-3.X. Built as
+# setup.py builds them (the stable ABI of 3.11, declared in the source), with the compiler and
+# the headers of $(PYTHON) alone, so the emulated drivers and the extensions never wait for a
+# venv to be made.
 NATIVE := eventapi-cuda/src/eventapi_cuda/_native.abi3.so eventapi-hip/src/eventapi_hip/_native.abi3.so
+PY_INCLUDE = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 
 native: $(NATIVE)
 
-eventapi-%/_native.abi3.so: eventapi-%/_native.c | $(STAMP)
-	cd $(firstword $(subst /, ,$@)) && $(CURDIR)/$(BIN)/python setup.py -q build_ext --inplace \
-		--build-temp $(CURDIR)/build/native/$(notdir $(firstword $(subst /, ,$@)))
+eventapi-%/_native.abi3.so: eventapi-%/_native.c
+	$(CC) $(CFLAGS) -fPIC -shared -I$(PY_INCLUDE) -o $@ $< -lm
 
 # The NVTX injection library that records ranges sits beside the emulated drivers.
 NVTX_RECORDER := $(EMU)/libnvtx_recorder.so
@@ -95,27 +106,86 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# PYTEST_MARKERS selects by marker (pytest -m); the matrix leaves out the single_interpreter tests.
-# PYTEST_FLAGS adds options: the other interpreters' runs turn the cache off (they share it).
-PYTEST_MARKERS ?=
+# The tiers (docs/testing.md). `make test` runs the product's tests; each tier that only CI
+# needs is a marker (pyproject.toml) and a target below, run alone, one after another.
+TIERS   := support or installs or browser or torch
+PRODUCT := not ($(TIERS))
+# PYTEST_FLAGS adds options (the other interpreters' runs turn the cache off: they share it).
 PYTEST_FLAGS ?=
+PYTEST := $(BIN)/python -m pytest -q $(PYTEST_FLAGS)
 
 pytest: $(STAMP) emulated
-	$(BIN)/python -m pytest -q $(PYTEST_FLAGS) $(if $(PYTEST_MARKERS),-m "$(PYTEST_MARKERS)")
+	$(PYTEST) -m "$(PRODUCT)"
 
-# Each backend by name, as a user runs the kit, and once more from its class, which lets the kit
-# build a second backend object for the foreign-handle checks.
+# The kit as a user runs it, by name, on each backend with the state machines' default budget.
+# tests/test_conformance_kit.py runs it from each backend's class too (a second backend object
+# for the foreign-handle checks), and on deliberately broken backends.
 KIT := $(BIN)/python -m pytest -q -p no:cacheprovider --pyargs eventapi.testing
 PRELOAD_CUDA := LD_PRELOAD=$(CURDIR)/$(EMU)/libcuda.so.1
 PRELOAD_HIP  := LD_PRELOAD=$(CURDIR)/$(EMU)/libamdhip64.so
 
 conformance: $(STAMP) emulated
 	$(KIT) --eventapi-backend=host
-	$(KIT) --eventapi-backend=eventapi.host:HostBackend
 	$(PRELOAD_CUDA) $(KIT) --eventapi-backend=cuda
-	$(PRELOAD_CUDA) $(KIT) --eventapi-backend=eventapi_cuda:CudaBackend
 	$(PRELOAD_HIP) $(KIT) --eventapi-backend=hip
-	$(PRELOAD_HIP) $(KIT) --eventapi-backend=eventapi_hip:HipBackend
+
+# The site, with warnings as errors and every reference checked (-n): a broken link, a missing
+# page or a docstring reference that no longer resolves fails the build. -E rereads every page,
+# since Sphinx does not notice a changed docstring. tests/test_docs.py uses the same flags.
+SPHINXFLAGS := -W --keep-going -n -E -q
+
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -b html $(SPHINXFLAGS) docs build/docs/html
+
+test: lint typecheck docs pytest conformance
+
+# -- what only CI runs, after `make test` ----------------------------------------------------
+
+ci: test-support test-installs test-browser test-torch test-matrix
+
+test-support: $(STAMP) emulated
+	$(PYTEST) -m support
+
+# What the install tests install, downloaded once per interpreter into build/wheelhouse by
+# tests/wheelhouse.sh (one `pip download` per line of tests/wheelhouse.txt): the tests install
+# from it and from wheels built from the checkout, with PIP_NO_INDEX set (tests/isolated.py),
+# and never download.
+wheelhouse: $(STAMP)
+	tests/wheelhouse.sh $(BIN)/python
+
+test-installs: wheelhouse emulated
+	$(PYTEST) -m installs
+
+test-browser: $(STAMP)
+	$(PYTEST) -m browser
+
+# torch (the CPU build, for CPython 3.11, from the file pip finds on this machine's disk) is
+# installed only here: about 750 MB that no other test needs.
+TORCH := torch==2.13.0
+
+test-torch: $(STAMP)
+	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH)
+	$(PYTEST) -m torch
+
+# The other supported CPythons, each in its own .venv-3.X, one after another: the product's
+# tests (less those marked single_interpreter, whose checks no interpreter changes), the
+# installs, and the kit. tests/interpreters.sh finds them: pythonX.Y on PATH, else under pyenv.
+# MATRIX_REQUIRED=1 (as CI sets it) turns a missing interpreter into a failure.
+MATRIX_VERSIONS ?= 3.11 3.12 3.13
+MATRIX_REQUIRED ?=
+PYENV_ROOT ?= $(HOME)/.pyenv
+
+# `+`: the script runs $(MAKE), which make cannot see on the line (-n and -j then reach it too).
+test-matrix: $(STAMP) emulated
+	+@MAKE="$(MAKE)" BIN="$(BIN)" MATRIX_VERSIONS="$(MATRIX_VERSIONS)" \
+		MATRIX_REQUIRED="$(MATRIX_REQUIRED)" PYENV_ROOT="$(PYENV_ROOT)" tests/interpreters.sh
+
+# One interpreter of the matrix (tests/interpreters.sh calls it with VENV and PYTHON set).
+matrix-one: wheelhouse emulated
+	$(PYTEST) -m "not (support or browser or torch or single_interpreter)"
+	$(MAKE) --no-print-directory conformance
+
+# -- measuring, and longer searches ------------------------------------------------------------
 
 # A compiled build of the core, for measuring only (docs/native.md, "A compiled core: measured,
 # not safe yet"): mypyc over the modules a fence runs through, in a copy of the core's source
@@ -149,33 +219,30 @@ conformance-compiled: compiled emulated
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_compiled.py \
 		tests/test_native_interrupts.py -k compiled
 
-# The supported CPythons. The one .venv runs on is tested by `pytest` and `conformance`; each
-# other one is found as pythonX.Y on PATH, else under pyenv, and gets a venv of its own in which
-# the same two targets run, the tests marked single_interpreter left out: what they check does
-# not depend on the interpreter (the README lists them). Lint and type checks do not either.
-# MATRIX_REQUIRED=1 (as CI sets it) turns a missing interpreter into a failure.
-# tests/interpreters.sh says how: `matrix` tests the other interpreters one after another, and
-# `suites` (what `make test` runs) tests .venv's beside them, at the same time.
-MATRIX_VERSIONS ?= 3.11 3.12 3.13
-MATRIX_REQUIRED ?=
-PYENV_ROOT ?= $(HOME)/.pyenv
-INTERPRETERS := MAKE="$(MAKE)" BIN="$(BIN)" MATRIX_VERSIONS="$(MATRIX_VERSIONS)" \
-	MATRIX_REQUIRED="$(MATRIX_REQUIRED)" PYENV_ROOT="$(PYENV_ROOT)" tests/interpreters.sh
+# The kit's state machines with a longer budget, on every backend from its class (so handles
+# of a second backend object are among the random arguments): make fuzz FUZZ_EXAMPLES=5000
+FUZZ_EXAMPLES ?= 1000
+FUZZ := $(KIT) -k state_machine --eventapi-fuzz-examples=$(FUZZ_EXAMPLES)
 
-# `+`: the script runs $(MAKE), which make cannot see on the line (-n and -j then reach it too).
-matrix: $(STAMP) emulated
-	+@$(INTERPRETERS)
+fuzz: $(STAMP) emulated
+	$(FUZZ) --eventapi-backend=eventapi.host:HostBackend
+	$(PRELOAD_CUDA) $(FUZZ) --eventapi-backend=eventapi_cuda:CudaBackend
+	$(PRELOAD_HIP) $(FUZZ) --eventapi-backend=eventapi_hip:HipBackend
 
-suites: $(STAMP) emulated
-	+@$(INTERPRETERS) --main
+# Fences and windows from 8 threads for SOAK_SECONDS on each of host and emulated cuda, memory
+# and live handles sampled; fails on growth. Not part of `make test`: make soak SOAK_SECONDS=60
+SOAK_SECONDS ?= 600
 
-# The site, with warnings as errors and every reference checked (-n): a broken link, a missing
-# page or a docstring reference that no longer resolves fails the build. -E rereads every page,
-# since Sphinx does not notice a changed docstring. tests/test_docs.py uses the same flags.
-SPHINXFLAGS := -W --keep-going -n -E -q
+soak: $(STAMP) emulated
+	$(BIN)/python benchmarks/soak.py host --seconds $(SOAK_SECONDS)
+	$(PRELOAD_CUDA) $(BIN)/python benchmarks/soak.py cuda --seconds $(SOAK_SECONDS)
 
-docs: $(STAMP)
-	$(BIN)/python -m sphinx -b html $(SPHINXFLAGS) docs build/docs/html
+# Every performance figure as a ratio, side by side in one run; ARGS="--load 2" runs it beside
+# two busy processes, ARGS="--json FILE" keeps the figures for comparison across commits.
+bench: $(STAMP) emulated
+	$(BIN)/python benchmarks/run.py $(ARGS)
+
+# -- releasing ---------------------------------------------------------------------------------
 
 # The three distributions, sdist and wheel each, into build/dist; one version for all three,
 # and metadata that twine accepts (the long description renders, the fields are valid).
@@ -200,31 +267,6 @@ dist: $(STAMP)
 		sys.exit(f"versions differ: {sorted(versions)}" if len(versions) != 1 else None)'
 	rm build/dist/auditwheel.txt
 	$(BIN)/twine check --strict build/dist/*
-
-test: lint typecheck docs suites
-
-# The kit's state machines with a longer budget, on every backend from its class (so handles
-# of a second backend object are among the random arguments): make fuzz FUZZ_EXAMPLES=5000
-FUZZ_EXAMPLES ?= 1000
-FUZZ := $(KIT) -k state_machine --eventapi-fuzz-examples=$(FUZZ_EXAMPLES)
-
-fuzz: $(STAMP) emulated
-	$(FUZZ) --eventapi-backend=eventapi.host:HostBackend
-	$(PRELOAD_CUDA) $(FUZZ) --eventapi-backend=eventapi_cuda:CudaBackend
-	$(PRELOAD_HIP) $(FUZZ) --eventapi-backend=eventapi_hip:HipBackend
-
-# Fences and windows from 8 threads for SOAK_SECONDS on each of host and emulated cuda, memory
-# and live handles sampled; fails on growth. Not part of `make test`: make soak SOAK_SECONDS=60
-SOAK_SECONDS ?= 600
-
-soak: $(STAMP) emulated
-	$(BIN)/python benchmarks/soak.py host --seconds $(SOAK_SECONDS)
-	$(PRELOAD_CUDA) $(BIN)/python benchmarks/soak.py cuda --seconds $(SOAK_SECONDS)
-
-# Every performance figure as a ratio, side by side in one run; ARGS="--load 2" runs it beside
-# two busy processes, ARGS="--json FILE" keeps the figures for comparison across commits.
-bench: $(STAMP) emulated
-	$(BIN)/python benchmarks/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-3.* build .mypy_cache .ruff_cache .pytest_cache

@@ -2,7 +2,9 @@
 
 The packaging tests and the OpenCL example's test build wheels from copies of the sources and
 install them into fresh venvs: nothing of the developer's environment may steer what those
-commands do or what the installed code imports.
+commands do or what the installed code imports. Nor does any of them reach a package index:
+pip (and the builds' isolated environments, which pip fills) finds packages only in
+build/wheelhouse, which `make wheelhouse` fills once (tests/wheelhouse.sh).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["clean_env", "copy_source", "run", "sources_hash"]
+__all__ = ["WHEELHOUSE", "clean_env", "copy_source", "require_wheels", "run", "sources_hash"]
+
+WHEELHOUSE = Path(__file__).resolve().parent.parent / "build" / "wheelhouse"
+"""What `make wheelhouse` downloaded: the only place pip looks in these commands."""
 
 # Build outputs, never sources: what copy_source leaves out, and the extensions built in place.
 _OUTPUTS = ("build", "*.egg-info", "__pycache__", ".pytest_cache", "*.so")
@@ -29,8 +34,24 @@ def clean_env(**extra: str) -> dict[str, str]:
         and key not in {"PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV"}
     }
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PIP_NO_INDEX"] = "1"
+    env["PIP_FIND_LINKS"] = str(WHEELHOUSE)
     env.update(extra)
     return env
+
+
+def require_wheels(*patterns: str) -> Path:
+    """:data:`WHEELHOUSE`, after checking it holds a wheel for each glob pattern.
+
+    Fails the test naming what is missing and the command that downloads it: a test never
+    downloads.
+    """
+    missing = [pattern for pattern in patterns if not any(WHEELHOUSE.glob(pattern))]
+    assert not missing, (
+        f"{WHEELHOUSE} has no {', '.join(missing)}: run `make wheelhouse` (or "
+        "`tests/wheelhouse.sh PYTHON` for another interpreter) once, before the install tests"
+    )
+    return WHEELHOUSE
 
 
 def run(

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-# What this checks does not depend on the interpreter: `make matrix` leaves it out (README).
-pytestmark = pytest.mark.single_interpreter
+# A test of the test support (the docs build's tooling): its own tier (docs/testing.md).
+# What it checks does not depend on the interpreter.
+pytestmark = [pytest.mark.support, pytest.mark.single_interpreter]
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = """# Scratch

@@ -23,6 +23,11 @@ from typing import Any, NamedTuple, final
 import pytest
 from emulated_driver import DriverName, EmulatedDriver, build, load, preload_env
 
+# A test of the test support (the emulated drivers themselves), in its own tier
+# (docs/testing.md): the product's tests run on these drivers, and this proves they behave as
+# the real ones do.
+pytestmark = pytest.mark.support
+
 # Codes shared by CUDA and HIP (CUresult and hipError_t agree on all of these).
 SUCCESS = 0
 INVALID_VALUE = 1

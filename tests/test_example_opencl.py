@@ -23,8 +23,9 @@ from isolated import clean_env, copy_source, sources_hash
 from kit_run import KIT
 from test_examples import SCRIPTS, run_example
 
-# What this checks does not depend on the interpreter: `make matrix` leaves it out (README).
-pytestmark = pytest.mark.single_interpreter
+# Installs into a venv of its own (docs/testing.md: the installs tier); what it checks does not
+# depend on the interpreter.
+pytestmark = [pytest.mark.installs, pytest.mark.single_interpreter]
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "eventapi-opencl"

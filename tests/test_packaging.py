@@ -6,9 +6,9 @@ for every interpreter), installs the CUDA extras into new venvs with pip, and
 asks the installed ``eventapi`` command what it finds: without a driver (this machine has none),
 and on the emulated driver reporting a CUDA 12.x or 13.x version, as a user's machine would.
 
-Third-party wheels (pluggy, cuda-bindings of each major) are downloaded once per interpreter
-into build/wheelhouse and kept there; the venvs install with ``--no-index`` from it and from the
-freshly built wheels, so a warm run fetches nothing.
+Third-party wheels (pluggy, cuda-bindings of each major, hip-python, pytest, setuptools for the
+builds) come from build/wheelhouse, which `make wheelhouse` fills once per interpreter; every
+pip command here runs with ``--no-index`` (tests/isolated.py), so no test downloads.
 
 It also installs the third-party example backend in tests/toy_backend/ the same way and runs the
 conformance kit on it: the public names and one entry point are enough to plug a backend in.
@@ -19,12 +19,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,13 +31,16 @@ from typing import Any
 import isolated
 import pytest
 from emulated_driver import build, library_path
-from isolated import clean_env, copy_source, sources_hash
+from isolated import clean_env, copy_source, require_wheels, sources_hash
 from kit_run import KIT, run_pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
 import eventapi
 from eventapi._plugins import _discovery
+
+# Every test here builds or installs (docs/testing.md: the installs tier).
+pytestmark = pytest.mark.installs
 
 # The tests marked single_interpreter read the distributions' metadata and sources, or build
 # sdists with `build`, which no interpreter changes: `make matrix` leaves them out (README). The
@@ -48,11 +49,10 @@ from eventapi._plugins import _discovery
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTIONS = ("eventapi-core", "eventapi-cuda", "eventapi-hip")
 TOY = Path(__file__).resolve().parent / "toy_backend"
-WHEELHOUSE = ROOT / "build" / "wheelhouse"
 # The cuda-bindings release of each major the extras are proven with: the newest 12.x, and the
 # 13.x requirements-test.txt pins.
 BINDINGS = {12: Version("12.9.10"), 13: Version("13.5.0")}
-# Generous: a cold wheelhouse downloads cuda-bindings; a warm run takes seconds.
+# Generous: a build or an install from the wheelhouse takes seconds.
 PIP_TIMEOUT_S = 300
 
 
@@ -86,7 +86,7 @@ def one_at_a_time(cache: Path) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheels(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) -> Path:
     """A folder with the three wheels, built by pip from copies of the folders.
 
     Built once for each state of the sources, by the first interpreter that asks, and kept in
@@ -122,28 +122,21 @@ def _built_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+HIP_PYTHON = "hip-python==10.0.0.0.1.2"
+
+
 @pytest.fixture(scope="module")
 def wheelhouse() -> Path:
-    """build/wheelhouse holding, for this interpreter, pluggy and each major's cuda-bindings."""
+    """build/wheelhouse, holding for this interpreter what the installs below need."""
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    with one_at_a_time(WHEELHOUSE):
-        _fill_wheelhouse(tag)
-    return WHEELHOUSE
-
-
-def _fill_wheelhouse(tag: str) -> None:
-    for version in BINDINGS.values():
-        wanted = (f"cuda_bindings-{version}-{tag}-*.whl", "cuda_pathfinder-*.whl", "pluggy-*.whl")
-        if not all(list(WHEELHOUSE.glob(pattern)) for pattern in wanted):
-            # With its dependencies (cuda-pathfinder); pluggy for eventapi-core.
-            requirements = (f"cuda-bindings=={version}", "pluggy>=1.5,<2")
-            # Into a folder of its own, then moved in whole: another interpreter's installs
-            # read the wheelhouse without the lock, and must never find half a wheel there.
-            with tempfile.TemporaryDirectory(dir=WHEELHOUSE.parent) as fresh:
-                run(sys.executable, "-m", "pip", "download", "-q", "-d", fresh, *requirements)
-                WHEELHOUSE.mkdir(exist_ok=True)
-                for wheel in Path(fresh).iterdir():
-                    os.replace(wheel, WHEELHOUSE / wheel.name)
+    return require_wheels(
+        "setuptools-*.whl",
+        "pluggy-*.whl",
+        "pytest-*.whl",
+        "hypothesis-*.whl",
+        *(f"cuda_bindings-{version}-{tag}-*.whl" for version in BINDINGS.values()),
+        f"hip_python-{HIP_PYTHON.split('==')[1]}-*.whl",
+    )
 
 
 @pytest.fixture
@@ -339,7 +332,7 @@ def test_on_a_cuda13_driver_the_cuda13_extra_works(
 
 
 @pytest.fixture(scope="module")
-def toy_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def toy_site(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) -> Path:
     """tests/toy_backend installed by pip into a folder of its own (no dependencies)."""
     base = tmp_path_factory.mktemp("toy")
     source = copy_source(TOY, base / "eventapi-toy")
@@ -408,8 +401,6 @@ def test_third_party_backend_passes_the_conformance_kit(
 
 # -- the backends' C extension ------------------------------------------------------------------
 
-HIP_PYTHON = ("hip-python==10.0.0.0.1.2",)
-
 
 @pytest.mark.single_interpreter
 def test_the_backend_wheels_are_abi3_and_carry_their_extension(wheels: Path) -> None:
@@ -451,8 +442,8 @@ def test_on_a_cuda12_driver_the_kit_passes_with_cuda_bindings_12(
 ) -> None:
     pip_install(venv, "eventapi-core[cuda12]", wheels=wheels, wheelhouse=wheelhouse)
     assert installed(venv, "cuda-bindings") == BINDINGS[12]
-    # The kit's own tools from the package index, as a backend author installs them.
-    run(sys.executable, "-m", "pip", "--python", venv, "install", "-q", "pytest", "hypothesis")
+    # The kit's own tools, as a backend author installs them (here from the wheelhouse).
+    pip_install(venv, "eventapi-core[testing]", wheels=wheels, wheelhouse=wheelhouse)
     env = on_driver(12040)
     done = subprocess.run(
         [str(venv), "-m", "pytest", "-p", "no:cacheprovider", "-q", *KIT,
@@ -467,7 +458,6 @@ def test_on_a_cuda12_driver_the_kit_passes_with_cuda_bindings_12(
 def test_the_hip_wheel_passes_eventapi_check_on_the_emulated_runtime(
     wheels: Path, wheelhouse: Path, venv: Path
 ) -> None:
-    run(sys.executable, "-m", "pip", "download", "-q", "-d", wheelhouse, *HIP_PYTHON)
     pip_install(venv, "eventapi-core[hip]", wheels=wheels, wheelhouse=wheelhouse)
     build()
     env = clean_env(LD_PRELOAD=str(library_path("hip")))

@@ -17,10 +17,14 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("torch") is None,
-    reason="torch is not installed (pip install torch==2.13.0, the CPU build, on CPython 3.11)",
-)
+# The torch tier (docs/testing.md): `make test-torch` installs torch first.
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None,
+        reason="torch is not installed (pip install torch==2.13.0, the CPU build, on CPython 3.11)",
+    ),
+]
 
 RANKS = 3
 JOIN_S = 120.0  # generous: three interpreters importing torch on a busy two-core machine

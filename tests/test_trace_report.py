@@ -28,8 +28,8 @@ from eventapi.host import HostBackend
 from eventapi.trace import TraceWriter, export_chrome_trace, merge, write_report
 
 ARTIFACTS = REPO_ROOT / "build" / "test-artifacts"
-# The browser tests are marked single_interpreter: how Chromium reads a page does not depend on
-# the interpreter that wrote it, and `make matrix` leaves them out (README).
+# The browser tests are in the browser tier (docs/testing.md), and marked single_interpreter:
+# how Chromium reads a page does not depend on the interpreter that wrote it.
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -106,6 +106,7 @@ def test_the_table_has_count_and_quantiles_per_name(report: Path) -> None:
         assert f"<th scope='col'>{heading}</th>" in page
 
 
+@pytest.mark.browser
 @pytest.mark.single_interpreter
 def test_chromium_renders_every_track_and_slice_without_errors(
     report: Path, tmp_path: Path
@@ -260,6 +261,7 @@ def _chromium(url: str, tmp_path: Path, shot: Path | None = None, size: str = ""
     return result.stdout
 
 
+@pytest.mark.browser
 @pytest.mark.single_interpreter
 @pytest.mark.parametrize("payload", [*HOSTILE.values(), "caf\udce9"], ids=[*HOSTILE, "surrogate"])
 def test_chromium_draws_the_timeline_whatever_the_strings(payload: str, tmp_path: Path) -> None:
@@ -349,6 +351,7 @@ def test_a_large_report_has_an_axis_a_legend_and_per_rank_rows(large: Path) -> N
     assert len({colour for colour, _ in legend}) == len(legend)  # 19 names, 19 colours
 
 
+@pytest.mark.browser
 @pytest.mark.single_interpreter
 def test_chromium_draws_20000_slices_with_ticks_and_zooms_from_the_address(
     large: Path, tmp_path: Path

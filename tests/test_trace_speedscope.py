@@ -22,8 +22,9 @@ import eventapi
 from eventapi.host import HostBackend
 from eventapi.trace import export_chrome_trace, merge
 
-# What this checks does not depend on the interpreter: `make matrix` leaves it out (README).
-pytestmark = pytest.mark.single_interpreter
+# A browser test (docs/testing.md: the browser tier); what it checks does not depend on the
+# interpreter.
+pytestmark = [pytest.mark.browser, pytest.mark.single_interpreter]
 
 BROWSER_S = 60.0  # generous: a cold browser start on a busy machine takes a few seconds
 STEPS = 12
