@@ -175,6 +175,8 @@ def page_params() -> list[object]:
         page = str(path.relative_to(ROOT))
         marks: list[pytest.MarkDecorator] = []
         if any(_TORCH.search(block.code) for block in blocks):
+            # The torch tier (docs/testing.md): `make test-torch` installs torch first.
+            marks.append(pytest.mark.torch)
             marks.append(
                 pytest.mark.skipif(
                     importlib.util.find_spec("torch") is None,
