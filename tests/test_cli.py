@@ -19,8 +19,20 @@ import pytest
 import eventapi
 
 PLUGINS = Path(__file__).parent / "plugins"
+DOCS = Path(__file__).parent.parent / "docs"
 SCRIPT = Path(sys.executable).parent / "eventapi"
 KEYS = ["name", "distribution", "version", "priority", "status", "reason", "install_hint"]
+CHECKS = [  # every check of `eventapi check`, in its order
+    "fence_cross_thread",
+    "stream_dependency",
+    "window_delay",
+    "anchor",
+    "overhead_event_record",
+    "overhead_event_query",
+    "overhead_fence",
+    "overhead_window",
+    "handles",
+]
 
 
 def run(
@@ -267,6 +279,60 @@ def test_check_runs_and_reports_failure_in_the_exit_status() -> None:
     missing = run("check", "nosuch")
     assert missing.returncode != 0
     assert "nosuch" in missing.stdout + missing.stderr
+
+
+UNUSABLE_CHOICES = [
+    # (id, EVENTAPI_BACKEND, further variables): what it names cannot be used here
+    ("not-installed", "garbage", {}),
+    ("unavailable", "cuda", {}),
+    ("blocked", "cuda", {"EVENTAPI_DISABLE_PLUGINS": "cuda"}),
+    ("broken", "badhook", {"PYTHONPATH": str(PLUGINS / "badhook")}),
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "env"), [c[1:] for c in UNUSABLE_CHOICES], ids=[c[0] for c in UNUSABLE_CHOICES]
+)
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_check_fails_with_the_error_of_a_variable_that_names_an_unusable_backend(
+    value: str, env: dict[str, str], as_json: bool
+) -> None:
+    # What `eventapi backends` says eventapi.backend() would raise, check fails with; it
+    # never checks the usable host instead.
+    variables = {"EVENTAPI_BACKEND": value, **env}
+    listing = run("backends", extra_env=variables)
+    assert listing.returncode == 1
+    prefix = "default: none; eventapi.backend() would raise "
+    last = listing.stdout.splitlines()[-1]
+    assert last.startswith(prefix), last
+    error = last.removeprefix(prefix)
+
+    done = run("check", *(["--json"] if as_json else []), extra_env=variables)
+    assert done.returncode == 1, done.stdout + done.stderr
+    if as_json:
+        (row,) = json.loads(done.stdout)
+        assert (row["backend"], row["check"], row["result"]) == (value, "load", "FAIL")
+        assert row["detail"] == error
+    else:
+        (line,) = done.stdout.splitlines()[1:]
+        assert line.split()[:3] == [value, "load", "FAIL"]
+        assert line.endswith(f"  {error}")
+
+
+def test_check_checks_the_backend_the_variable_names_and_no_other() -> None:
+    # alpha (priority 70) and host are both usable; the variable picks one of them.
+    plugins = {"PYTHONPATH": str(PLUGINS / "alpha")}
+    for value in ("alpha", "host"):
+        done = run("check", "--json", extra_env={"EVENTAPI_BACKEND": value, **plugins})
+        rows = json.loads(done.stdout)
+        assert [(row["backend"], row["check"]) for row in rows] == [
+            (value, check) for check in CHECKS
+        ], done.stdout
+        # The exit status is the checks' own (timing checks included), as for a named one.
+        failed = any(row["result"] == "FAIL" for row in rows)
+        assert done.returncode == (1 if failed else 0), done.stderr
+    named = run("check", "--json", "host", extra_env={"EVENTAPI_BACKEND": "alpha", **plugins})
+    assert {row["backend"] for row in json.loads(named.stdout)} == {"host"}  # names win
 
 
 @pytest.mark.parametrize("args", [[], ["frobnicate"], ["backends", "--bogus"]])

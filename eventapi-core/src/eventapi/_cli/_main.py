@@ -3,10 +3,11 @@
 ``eventapi backends [--json]`` prints the discovery table (with the install hints where
 installing is the fix, and what ``eventapi.backend()`` would select, or the error it would
 raise); ``eventapi check [NAME ...] [--json] [--trace FILE]`` exercises backends on this
-machine; ``eventapi trace merge FILE ... -o OUT`` and ``eventapi trace report FILE -o OUT``
-work on traces (:mod:`eventapi.trace`); ``eventapi bench module:function`` times a function
-(:func:`eventapi.bench`). Exit status: 0 on success, 1 when a check fails or
-the default selection would fail, 2 for a usage error.
+machine (without a NAME, the one ``EVENTAPI_BACKEND`` names when it is set); ``eventapi trace
+merge FILE ... -o OUT`` and ``eventapi trace report FILE -o OUT`` work on traces
+(:mod:`eventapi.trace`), saying on stderr what a report leaves out; ``eventapi bench
+module:function`` times a function (:func:`eventapi.bench`). Exit status: 0 on success, 1 when
+a check fails or the default selection would fail, 2 for a usage error.
 
 While ``eventapi backends`` and ``eventapi check`` run plugin or backend code (imports, hooks,
 probes, loads, the checks themselves), what that code prints, through ``sys.stdout`` or
@@ -77,7 +78,8 @@ def _parser() -> argparse.ArgumentParser:
         "names",
         nargs="*",
         metavar="NAME",
-        help="backends to check, as NAME or NAME:DEVICE (default: every usable backend)",
+        help="backends to check, as NAME or NAME:DEVICE (default: the one EVENTAPI_BACKEND "
+        "names when it is set, else every usable backend)",
     )
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("--trace", metavar="FILE", help="also write a trace of the run to FILE")
@@ -273,8 +275,11 @@ def run_check(
 ) -> int:
     """``eventapi check [NAME ...] [--json] [--trace FILE]``; returns the exit status.
 
-    ``names`` None or empty checks every usable backend discovery lists. A named backend that
-    cannot be loaded is a failed ``load`` row. Exit status 1 when any check failed (or nothing
+    ``names`` None or empty checks the backend ``EVENTAPI_BACKEND`` names when it is set, as
+    ``eventapi.backend()`` selects it, else every usable backend discovery lists. A backend
+    named (either way) that cannot be selected is a failed ``load`` row carrying the error
+    ``eventapi.backend()`` raises, named as ``eventapi`` exports it: an explicit choice never
+    falls back to checking another backend. Exit status 1 when any check failed (or nothing
     could be checked), else 0. The checks are :mod:`._check`'s, the table and the trace
     :mod:`._report`'s.
     """
@@ -284,14 +289,25 @@ def run_check(
     from ._report import report
 
     reports: list[BackendReport] = []
-    chosen = list(names) if names else [info.name for info in backends() if info.usable]
+    chosen: list[str | None]
+    variable = os.environ.get(ENV_BACKEND, "").strip()
+    if names:
+        chosen = list(names)
+    elif variable:
+        chosen = [None]  # eventapi.backend() reads the variable, and raises what it raises
+    else:
+        chosen = [info.name for info in backends() if info.usable]
     for name in chosen:
+        label = variable if name is None else name
         try:
             api = backend(name)
-        except EventApiError as exc:
-            reports.append(BackendReport(name, (CheckResult(name, "load", FAIL, str(exc)),)))
+        except (EventApiError, ValueError) as exc:
+            if name is not None and isinstance(exc, ValueError):
+                raise  # a malformed NAME on the command line is a usage error
+            failed = CheckResult(label, "load", FAIL, f"{_public_name(exc)}: {exc}")
+            reports.append(BackendReport(label, (failed,)))
             continue
-        reports.append(check_backend(api, name=name))
+        reports.append(check_backend(api, name=label))
     return report(reports, as_json=as_json, trace=trace, out=out)
 
 
