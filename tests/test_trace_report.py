@@ -236,6 +236,37 @@ def test_non_finite_times_are_left_out_and_lone_surrogates_shown_escaped(
     assert data["slices"][-1][6]["ratio"] == "nan"
 
 
+def _report_command(trace: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "eventapi", "trace", "report", str(trace), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_command_line_says_what_it_left_out_and_why(tmp_path: Path) -> None:
+    trace, slices = _hostile_trace(tmp_path, "plain")
+    clean = _report_command(trace, tmp_path / "clean.html")
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout == f"wrote {tmp_path / 'clean.html'}: 3 slices on 1 track of 1 process\n"
+    assert clean.stderr == ""  # nothing left out, nothing said
+
+    document = json.loads(trace.read_text())
+    spare = [e for e in document["traceEvents"] if e["ph"] == "X"][-1]
+    document["traceEvents"].append({**spare, "name": "odd", "dur": float("nan")})
+    trace.write_text(json.dumps(document))
+    out = tmp_path / "r.html"
+    done = _report_command(trace, out)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {out}: {slices} slices on 1 track of 1 process\n"
+    # What the page says it left out, the command says too, on stderr: the count and why.
+    why = "1 slice left out: a ts or dur that is not a finite, non-negative number."
+    assert why in out.read_text()
+    assert done.stderr == f"eventapi trace report: {why}\n"
+
+
 def _chromium(url: str, tmp_path: Path, shot: Path | None = None, size: str = "") -> str:
     chromium = shutil.which("chromium")
     if chromium is None:

@@ -323,11 +323,13 @@ def _trace(args: argparse.Namespace) -> int:
     from ..trace._merge import merge_files
     from ..trace._report import write_report_file
 
+    notes: tuple[str, ...] = ()
     try:
         if args.action == "merge":
             written = merge_files(args.files, args.output, slice_args=args.slice_args)
         else:
-            written = write_report_file(args.file, args.output)
+            reported = write_report_file(args.file, args.output)
+            written, notes = reported.written, reported.notes
     except (OSError, ValueError) as exc:
         # OSErrors raised by eventapi.trace name the file in their strerror already.
         message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -340,6 +342,8 @@ def _trace(args: argparse.Namespace) -> int:
         f"on {written.tracks:,} track{'' if written.tracks == 1 else 's'} of "
         f"{written.processes:,} process{'' if written.processes == 1 else 'es'}"
     )
+    for note in notes:  # what the page says it left out, said here too
+        print(f"eventapi trace {args.action}: {note}", file=sys.stderr)
     return 0
 
 

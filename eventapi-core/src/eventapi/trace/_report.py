@@ -30,13 +30,13 @@ import os
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, final
 
 from .._ranks import nearest_rank
 from ._files import Written, check_path, refuse_overlap, replacing
 from ._format import read_trace
 
-__all__ = ["MAX_SLICES", "colours", "render", "write_report_file"]
+__all__ = ["MAX_SLICES", "Reported", "colours", "render", "write_report_file"]
 
 MAX_SLICES: Final = 20_000
 """Slices drawn on the timeline: a browser lays out tens of thousands of elements in well
@@ -336,12 +336,46 @@ def _legend(slices: list[_Slice], palette: dict[str, tuple[str, str]]) -> str:
     return f"<ul id='legend' aria-label='Colours by name'>{entries}{more}</ul>" if entries else ""
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """What :func:`write_report_file` wrote, and the notes its page shows, one sentence each.
+
+    ``notes`` say what the page leaves out and why: slices whose time is not a finite,
+    non-negative number (left out of the page), slices past :data:`MAX_SLICES` (left off the
+    timeline, counted in the table). Empty when nothing is left out.
+    """
+
+    written: Written
+    notes: tuple[str, ...]
+
+
+def _notes(slices: int, left_out: int) -> tuple[str, ...]:
+    notes = []
+    if slices > MAX_SLICES:
+        notes.append(
+            f"The timeline shows the {MAX_SLICES:,} longest of {slices:,} slices; the "
+            "table counts them all."
+        )
+    if left_out:
+        notes.append(
+            f"{_count(left_out, 'slice')} left out: a ts or dur that is not a finite, "
+            "non-negative number."
+        )
+    return tuple(notes)
+
+
 def render(document: dict[str, Any], title: str) -> str:
     """The HTML page for ``document`` (a parsed trace), titled ``title``.
 
     Total over anything :func:`~eventapi.trace._format.read_trace` returns: what cannot be
     drawn is left out and counted, never raised.
     """
+    return _render(document, title)[0]
+
+
+def _render(document: dict[str, Any], title: str) -> tuple[str, list[_Slice], tuple[str, ...]]:
+    """:func:`render`'s page, with the slices it holds and its notes."""
     events = [e for e in document.get("traceEvents", ()) if isinstance(e, dict)]
     slices, left_out = _slices(events)
     _nest(slices)
@@ -384,20 +418,10 @@ def render(document: dict[str, Any], title: str) -> str:
         ],
         "total": len(slices),
     }
-    notes = []
-    if len(slices) > MAX_SLICES:
-        notes.append(
-            f"The timeline shows the {MAX_SLICES:,} longest of {len(slices):,} slices; the "
-            "table counts them all."
-        )
-    if left_out:
-        notes.append(
-            f"{_count(left_out, 'slice')} left out: a ts or dur that is not a finite, "
-            "non-negative number."
-        )
+    notes = _notes(len(slices), left_out)
     note = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes)
     process_count = len({key[0] for key in keys} | set(processes)) or 1
-    return _PAGE.format(
+    page = _PAGE.format(
         title=html.escape(text(title)),
         summary=html.escape(
             f"{_count(len(slices), 'slice')} on {_count(len(rows), 'track')} of "
@@ -410,10 +434,11 @@ def render(document: dict[str, Any], title: str) -> str:
         payload=_embed(data),
         script=_SCRIPT,
     )
+    return page, slices, notes
 
 
-def write_report_file(path: object, out: object = None) -> Written:
-    """:func:`eventapi.trace.write_report`, returning what it wrote."""
+def write_report_file(path: object, out: object = None) -> Reported:
+    """:func:`eventapi.trace.write_report`, returning what it wrote and what it left out."""
     source = check_path(path, "path")
     if out is None:
         stem, extension = os.path.splitext(source)
@@ -422,14 +447,12 @@ def write_report_file(path: object, out: object = None) -> Written:
         target = check_path(out, "out")
     refuse_overlap([source], target)
     document = read_trace(source, lenient=True)
-    page = render(document, title=os.path.basename(source))
+    page, slices, notes = _render(document, title=os.path.basename(source))
     with replacing(target) as file:
         file.write(page)
-    # Counted as the page counts them.
-    slices, _ = _slices(e for e in document["traceEvents"] if isinstance(e, dict))
     tracks = {(s.pid, s.tid) for s in slices}
     processes = {pid for pid, _ in tracks}
-    return Written(target, len(processes), len(slices), len(tracks))
+    return Reported(Written(target, len(processes), len(slices), len(tracks)), notes)
 
 
 _SCRIPT: Final = r"""
