@@ -98,6 +98,34 @@ def test_an_installed_backend_without_its_driver_gets_no_install_hint() -> None:
     assert "install hints:" not in table.stdout
 
 
+def test_a_backend_without_its_binding_is_unavailable_as_the_docs_define_it(
+    tmp_path: Path,
+) -> None:
+    # A regular package named cuda ahead on the path hides the installed cuda-bindings (its
+    # namespace package), as an environment without the binding has none: the cuda backend is
+    # installed and its binding, a Python package, is not.
+    (tmp_path / "cuda").mkdir()
+    (tmp_path / "cuda" / "__init__.py").write_text('"""Not the cuda of cuda-bindings."""\n')
+    hidden = {"PYTHONPATH": str(tmp_path)}
+    listing = run("backends", "--json", extra_env=hidden)
+    rows = {row["name"]: row for row in json.loads(listing.stdout)}
+    reason = rows["cuda"]["reason"]
+    assert reason == 'cuda-bindings is not installed; pip install "eventapi-core[cuda]"'
+    assert rows["cuda"]["status"] == f"unavailable: {reason}"
+    table = run("backends", extra_env=hidden)
+    assert table.returncode == 0, table.stderr
+    assert "install hints:" not in table.stdout  # the status carries the command
+
+    # The page that defines the statuses says so: what an unavailable backend lacks may be its
+    # binding, a Python package, and the fix then a pip install.
+    page = (DOCS / "selecting-backends.md").read_text()
+    (meaning,) = [line for line in page.splitlines() if line.startswith("| `unavailable: ")]
+    assert "binding itself (a Python package" in meaning
+    assert "not installed" in meaning
+    assert "pip install" in meaning
+    assert "outside Python" not in page
+
+
 def test_backends_names_what_to_install_for_the_projects_backends_not_found() -> None:
     done = run("backends", extra_env={"EVENTAPI_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert done.returncode == 0, done.stderr

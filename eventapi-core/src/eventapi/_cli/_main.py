@@ -155,9 +155,10 @@ def _install_hints(rows: Sequence[BackendInfo]) -> list[str]:
     """Install hints where installing is the fix.
 
     That is this project's backends that were not found, and plugins that could not be
-    imported (a dependency is missing). Not an unavailable backend: it is installed, and what
-    it lacks (a driver, a device, a newer driver) is in its status. Not a blocked one: the
-    variable is the fix.
+    imported (a dependency of the plugin is missing). Not an unavailable backend: it is
+    installed, and its status says what it lacks here (a driver, a device, a newer driver, or
+    its binding) and what to do, a ``pip install`` of the extra that fits this driver
+    included, which the row's hint could not know. Not a blocked one: the variable is the fix.
     """
     found = {row.name for row in rows}
     hints = [
