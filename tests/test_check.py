@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, final
 
+import pytest
 from protocol_only import ProtocolOnly
 
-from eventapi._cli._check import BackendReport, check_backend
+from eventapi._cli._check import DELAY_OVER_NS, BackendReport, check_backend
 from eventapi._cli._main import run_check
 from eventapi._cli._report import report
 from eventapi.host import HostBackend
@@ -135,4 +139,80 @@ def test_missing_capabilities_skip_with_a_reason() -> None:
     assert "SupportsHostFunc" in skipped["stream_dependency"]
     assert not rep.failed, rep.results
     assert report([rep], out=io.StringIO()) == 0
+    assert inner.live_handles() == (0, 0)
+
+
+@final
+class Distorted:
+    """host with host functions, over a real HostBackend, reading or dispatching wrongly.
+
+    ``scale`` multiplies every elapsed reading (a unit error); ``late_ns`` spins on the
+    stream's worker before each host function runs (a slow dispatch: time in the window that
+    the function does not see).
+    """
+
+    BACKEND = "distorted"
+
+    def __init__(self, inner: HostBackend, *, scale: float = 1.0, late_ns: int = 0) -> None:
+        self.inner = inner
+        self.scale = scale
+        self.late_ns = late_ns
+
+    def event_create(self) -> Any:
+        return self.inner.event_create()
+
+    def event_destroy(self, event: Any) -> None:
+        self.inner.event_destroy(event)
+
+    def event_record(self, event: Any, stream: Any) -> None:
+        self.inner.event_record(event, stream)
+
+    def event_wait(self, event: Any) -> None:
+        self.inner.event_wait(event)
+
+    def event_elapsed(self, start: Any, end: Any) -> int:
+        return round(self.inner.event_elapsed(start, end) * self.scale)
+
+    def stream_wait_event(self, stream: Any, event: Any) -> None:
+        self.inner.stream_wait_event(stream, event)
+
+    def stream_synchronize(self, stream: Any) -> None:
+        self.inner.stream_synchronize(stream)
+
+    def stream_create_non_blocking(self) -> Any:
+        return self.inner.stream_create_non_blocking()
+
+    def stream_destroy(self, stream: Any) -> None:
+        self.inner.stream_destroy(stream)
+
+    def stream_launch_host_func(self, stream: Any, fn: Callable[[], None]) -> None:
+        late_ns = self.late_ns
+
+        def late() -> None:
+            deadline = time.perf_counter_ns() + late_ns
+            while time.perf_counter_ns() < deadline:
+                pass
+            fn()
+
+        self.inner.stream_launch_host_func(stream, late)
+
+
+@pytest.mark.parametrize(
+    ("distortion", "says"),
+    [
+        ({"scale": 0.5}, "over a host function that slept"),
+        ({"late_ns": 2 * DELAY_OVER_NS}, "above what the host function slept"),
+    ],
+    ids=["readings-short", "dispatch-late"],
+)
+def test_window_delay_fails_on_readings_that_are_not_what_the_function_slept(
+    distortion: dict[str, Any], says: str
+) -> None:
+    # The known delay is a sleep the host function times itself: readings shorter than it, or
+    # longer by more than a dispatch, fail the check whatever the sleep's own length.
+    inner = HostBackend()
+    rep = check_backend(Distorted(inner, **distortion))
+    (window,) = [r for r in rep.results if r.check == "window_delay"]
+    assert window.result == "FAIL"
+    assert says in window.detail
     assert inner.live_handles() == (0, 0)
