@@ -240,9 +240,15 @@ def test_what_a_plugin_prints_during_a_check_goes_to_stderr_not_into_the_json(st
             "EVENTAPI_FAKE_HOSTILE": f"{stage}:print",
         },
     )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)  # stdout is only the JSON
-    assert "hostile" in json.dumps(report)
+    rows = json.loads(done.stdout)  # stdout is only the JSON
+    # The backend loaded and every check ran. Whether each passed is not this test's subject:
+    # the timing checks' verdicts depend on the machine's load, so the exit status is checked
+    # against the rows, not against 0.
+    assert [(row["backend"], row["check"]) for row in rows] == [
+        ("hostile", check) for check in CHECKS
+    ], done.stderr
+    failed = any(row["result"] == "FAIL" for row in rows)
+    assert done.returncode == (1 if failed else 0), done.stderr
     assert f"hostile plugin prints from {stage}" in done.stderr
     assert f"hostile plugin writes to fd 1 from {stage}" in done.stderr
 
