@@ -48,6 +48,7 @@ def test_a_known_delay_is_measured_within_the_stated_noise(host: HostBackend) ->
     floor = eventapi.bench(launch(host, 0), api=host, warmup_ms=5, rep_ms=20, calls_per_window=1)
     delay = eventapi.bench(launch(host, DELAY_NS), api=host, warmup_ms=5, rep_ms=50)
     assert delay.backend == "host"
+    assert delay.escaped is False  # the spins are on the stream
     assert floor.noise_ns is not None
     assert delay.noise_ns is not None
     # Never shorter than the spin: both events bracket it on the stream.

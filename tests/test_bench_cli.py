@@ -29,6 +29,12 @@ TARGET = textwrap.dedent(
 
     def boom(stream):
         raise RuntimeError("nope")
+
+
+    def busy(stream):
+        deadline = time.perf_counter_ns() + 300_000
+        while time.perf_counter_ns() < deadline:
+            pass
     """
 )
 
@@ -74,3 +80,16 @@ def test_a_raising_function_and_a_bad_target(
     assert "has no attribute 'missing'" in capsys.readouterr().err
     assert main(["bench", "no-colon"]) == 2
     assert "expected module:function" in capsys.readouterr().err
+
+
+def test_work_that_escaped_the_stream_is_named_not_timed(
+    target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["bench", f"{target}:busy", "--backend", "host", "--hold-stream", "--rep-ms", "20"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"{target}:busy on host: fn's work escaped the stream")
+    assert "\u00b1" not in captured.out  # no interval of readings the work was not in
+    assert "warning: fn's work escaped the stream" in captured.err
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["escaped"] is True

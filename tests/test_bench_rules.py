@@ -8,6 +8,7 @@ Python thread, and a host that spins holding the GIL would stall the device it f
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Callable
@@ -104,6 +105,7 @@ def test_a_launch_bound_call_is_reported_and_the_hold_reads_its_device_time(
 ) -> None:
     free = eventapi.bench(launch_bound_call(host), api=host, warmup_ms=5, rep_ms=40)
     assert free.launch_bound is True
+    assert free.escaped is None  # a free stream paced by the host cannot tell
     assert any("launch-bound" in w and "hold_stream=True" in w for w in free.warnings)
     # Left free, the stream waits for the host: each reading holds the 200 us of host time.
     assert free.median_ns > 200_000
@@ -116,6 +118,7 @@ def test_a_launch_bound_call_is_reported_and_the_hold_reads_its_device_time(
     )
     assert held.held
     assert held.launch_bound is True
+    assert held.escaped is False  # 200 us on the host against 20 us on the stream: launch-bound
     assert held.noise_ns is not None
     assert floor.noise_ns is not None
     # Held, the calls run back to back: 20 us, plus at most a host function's dispatch (the
@@ -150,6 +153,7 @@ def test_a_stall_of_the_stream_does_not_read_as_a_slower_device() -> None:
 def test_a_device_bound_call_is_not_launch_bound(host: HostBackend) -> None:
     result = eventapi.bench(launch(host, 500_000), api=host, warmup_ms=0, rep_ms=20)
     assert result.launch_bound is False
+    assert result.escaped is False
     assert not any("launch-bound" in w for w in result.warnings)
 
 
@@ -203,6 +207,9 @@ def test_batch_mode_times_a_sub_microsecond_call_within_its_noise(host: HostBack
     assert before.interval_ns is not None
     assert nothing.interval_ns is not None
     assert before.interval_ns[0] > nothing.interval_ns[1]
+    # An empty fn enqueues nothing: its work, if any, escaped the stream; the host functions
+    # are on it.
+    assert [r.escaped for r in (before, short, after, nothing)] == [False, False, False, True]
 
 
 def test_a_comparison_states_which_is_faster(host: HostBackend) -> None:
@@ -217,3 +224,109 @@ def test_a_comparison_states_which_is_faster(host: HostBackend) -> None:
     assert both.verdict == "faster"
     assert long.compare(short).verdict == "slower"
     assert short.compare(short).verdict == "same"
+
+
+# -- work that escapes the stream ----------------------------------------------------------
+
+
+class Calls:
+    """An ``fn``'s calls as it timed them itself: when each began, in order."""
+
+    def __init__(self) -> None:
+        self.began: list[int] = []
+
+    def longest_spacing(self) -> int:
+        """The longest time from one call's start to the next's."""
+        return max(b - a for a, b in itertools.pairwise(self.began))
+
+
+def on_host(
+    delay_ns: int, calls: Calls, then: Callable[[object], None] | None = None
+) -> Callable[[object], None]:
+    """An fn that does its work on the calling thread: a busy loop, then ``then(stream)``."""
+
+    def fn(stream: object) -> None:
+        began = time.perf_counter_ns()
+        calls.began.append(began)
+        while time.perf_counter_ns() < began + delay_ns:
+            pass
+        if then is not None:
+            then(stream)
+
+    return fn
+
+
+WARMUP_MS = 1.0
+REP_MS = 2.0  # small budgets: a window of many 500 us calls would be far past their cap
+
+
+def estimate_calls(held: bool) -> int:
+    """The calls of a 500 us fn before the budgets start (docs/bench.md).
+
+    The first, untimed, and the estimate's first window; eight more windows only where they fit
+    in ``rep_ms``, which eight calls of 500 us never do in 2 ms, unless the verdict of a held
+    run needs them; held, a probing call and eight held windows too.
+    """
+    return 1 + 1 + ((_run.ESTIMATE_CALLS + 1 + _run.ESTIMATE_CALLS) if held else 0)
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
+def test_work_on_the_calling_thread_is_named_and_the_run_keeps_its_cap(
+    host: HostBackend, held: bool
+) -> None:
+    # The new user's case: 500 us of work on the calling thread, nothing enqueued.
+    calls = Calls()
+    began = time.perf_counter_ns()
+    result = eventapi.bench(
+        on_host(500_000, calls), api=host, warmup_ms=WARMUP_MS, rep_ms=REP_MS, hold_stream=held
+    )
+    spent = time.perf_counter_ns() - began
+    # The cap: warmup_ms + 10 x rep_ms once the estimate is done, which this run measures as
+    # the time to its first call after the estimate's; past it by at most one window and its
+    # readback, which no spacing of two calls' starts exceeds.
+    after_estimate = calls.began[estimate_calls(held)] - began
+    cap = after_estimate + round((WARMUP_MS + _run.LONGER_RUN * REP_MS) * 1e6)
+    assert spent <= cap + calls.longest_spacing()
+    line = result.describe()
+    if held:
+        # Held, the stream's own time shows the work was not on it: the result says so and
+        # what to do, and prints no figure of the readings as if they were fn's time.
+        assert result.escaped is True
+        (warning,) = result.warnings
+        assert "escaped the stream" in warning
+        assert "host timer" in warning
+        assert "enqueue" in warning
+        assert "escaped the stream" in line
+        assert "\u00b1" not in line
+        assert "median" not in line
+        assert "min " not in line
+    else:
+        # Free, the stream waited for the host: each reading is the host's time to make a call.
+        assert result.launch_bound is True
+        assert result.escaped is None
+        (warning,) = [w for w in result.warnings if "launch-bound" in w]
+        assert "the host's time" in warning
+        assert "not the stream's work" in warning
+        assert "host timer" in warning
+        assert "hold_stream=True" in warning
+        assert "the host's time per call, not the stream's work" in line
+
+
+def test_a_call_far_longer_on_the_host_than_on_the_stream_escaped_it(host: HostBackend) -> None:
+    # 2 ms on the calling thread, then a 5 us spin on the stream: the stream sees the spin and
+    # its dispatch, a few hundredths of the call.
+    calls = Calls()
+    result = eventapi.bench(
+        on_host(2_000_000, calls, then=launch(host, 5_000)),
+        api=host,
+        warmup_ms=5,
+        rep_ms=20,
+        hold_stream=True,
+    )
+    assert result.host_median_ns >= _run.ESCAPE_RATIO * result.median_ns
+    assert result.escaped is True
+    (warning,) = result.warnings
+    assert "escaped the stream" in warning
+    assert "times less" in warning  # the host's time against the stream's, not empty windows
+    # What the stream saw is more than empty windows read: the spins are in the readings.
+    assert result.min_ns * result.calls_per_window >= 5_000

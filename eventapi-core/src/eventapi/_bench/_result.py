@@ -9,7 +9,7 @@ from typing import Final, Literal, final
 from .._ranks import nearest_rank
 from ._stats import CONFIDENCE, MIN_N, median_interval
 
-__all__ = ["BenchResult", "Comparison", "StoppedBy", "summarize"]
+__all__ = ["BenchResult", "Comparison", "StoppedBy", "duration_text", "summarize"]
 
 StoppedBy = Literal["noise", "time", "limit"]
 """Which rule ended the timed calls: the target noise was reached (``"noise"``), the time cap
@@ -70,8 +70,14 @@ class BenchResult:
     idle between the previous window's end and this one's start (``setup``'s device work left
     out, per call; ``None`` for the first window of each readback batch, which follows a
     wait). ``launch_bound`` is the verdict that the device waited for the host (see
-    ``docs/bench.md``; ``None`` with too few unheld windows to tell). Users receive results;
-    they never build one.
+    ``docs/bench.md``; ``None`` with too few unheld windows to tell).
+
+    ``escaped`` is the verdict that ``fn``'s work escaped the stream, so the readings are not
+    its time: ``True`` when, on a held stream, its windows read no longer than empty ones (it
+    enqueued nothing the stream could time) or its calls took at least 100 times longer
+    on the host than on the stream; ``False`` when the stream timed its work; ``None``
+    when the run cannot tell, a launch-bound run on a free stream, whose readings are the
+    host's time per call. Users receive results; they never build one.
     """
 
     n: int
@@ -93,6 +99,7 @@ class BenchResult:
     calls_per_window: int = 1
     held: bool = False
     launch_bound: bool | None = None
+    escaped: bool | None = None
     stopped_by: StoppedBy = "time"
     noise_target: float = 0.0
     warmup_n: int = 0
@@ -126,24 +133,42 @@ class BenchResult:
         return Comparison(ratio=ratio, low=low, high=high)
 
     def describe(self) -> str:
-        """The result in one line, as ``eventapi bench`` prints it."""
-        if self.noise_ns is None:
-            low, high = _t(self.min_ns), _t(self.max_ns)
-            spread = f"(no 95 % interval below {MIN_N} readings; range {low} to {high})"
-        else:
-            spread = f"± {_t(self.noise_ns)} (95 %)"
+        """The result in one line, as ``eventapi bench`` prints it.
+
+        The readings lead only where they are the stream's time for ``fn``'s work. A
+        launch-bound run on a free stream says they are the host's time per call; a run whose
+        work escaped the stream gives the host's time per call and no figure of the readings.
+        """
         batch = self.calls_per_window
-        parts = [
-            f"{_t(self.median_ns)} {spread}",
-            f"median of {self.n}" + (f" x {batch} calls" if batch > 1 else ""),
-            f"min {_t(self.min_ns)}",
-            f"max {_t(self.max_ns)}",
-            f"host {_t(self.host_median_ns)}/call",
-        ]
-        if self.gap_median_ns is not None:
-            parts.append(f"gap {_t(self.gap_median_ns)}")
-        if self.launch_bound:
-            parts.append("launch-bound")
+        calls = f" x {batch} calls" if batch > 1 else ""
+        if self.escaped:
+            host = duration_text(self.host_median_ns)
+            parts = [
+                f"fn's work escaped the stream: each call took {host} on the host, far more "
+                "than its work on the stream; time host code with a host timer, or enqueue "
+                "its work on stream",
+                f"{self.n} windows{calls}",
+            ]
+        else:
+            if self.noise_ns is None:
+                low, high = duration_text(self.min_ns), duration_text(self.max_ns)
+                spread = f"(no 95 % interval below {MIN_N} readings; range {low} to {high})"
+            else:
+                spread = f"± {duration_text(self.noise_ns)} (95 %)"
+            headline = f"{duration_text(self.median_ns)} {spread}"
+            if self.launch_bound and not self.held:
+                headline += " of the host's time per call, not the stream's work (launch-bound)"
+            parts = [
+                headline,
+                f"median of {self.n}{calls}",
+                f"min {duration_text(self.min_ns)}",
+                f"max {duration_text(self.max_ns)}",
+                f"host {duration_text(self.host_median_ns)}/call",
+            ]
+            if self.gap_median_ns is not None:
+                parts.append(f"gap {duration_text(self.gap_median_ns)}")
+            if self.launch_bound and self.held:
+                parts.append("launch-bound")
         if self.held:
             parts.append("stream held")
         parts.append(f"stopped by {self.stopped_by} after {self.elapsed_ns / 1e9:.2f} s")
@@ -168,7 +193,7 @@ def _bounds(result: BenchResult) -> tuple[int, int] | None:
     return max(0, bounds[0] - result.resolution_ns), bounds[1] + result.resolution_ns
 
 
-def _t(ns: int) -> str:
+def duration_text(ns: int) -> str:
     """A duration for a person: three significant figures in ns, us, ms or s."""
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         if abs(ns) >= scale:

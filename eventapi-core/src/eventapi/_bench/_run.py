@@ -8,6 +8,8 @@ window around ``fn(stream)`` (``calls_per_window`` calls in batch mode):
 2. an estimate: up to :data:`ESTIMATE_CALLS` windows on a stream left running free, read
    back at once; they size everything after, pick batch mode for a call below
    :data:`BATCH_BELOW_NS`, and (when the stream is to be held) give the launch-bound verdict;
+   held, as many held windows size the run, and :data:`EMPTY_WINDOWS` empty ones (nothing
+   between their two records) say what a window of no work reads;
 3. warm-up: windows read back in groups of :data:`TREND_WINDOWS` until the last ones show no
    trend (:func:`~._stats.trend`) or ``warmup_ms`` of wall time is spent;
 4. timed windows, read back in batches sized from the noise so far, until the median's
@@ -17,6 +19,11 @@ window around ``fn(stream)`` (``calls_per_window`` calls in batch mode):
 
 With ``hold_stream``, each batch is enqueued behind a host function that blocks the stream
 until the whole batch is queued, so the calls run back to back as on a busy device.
+
+The phases after the estimate start a batch only when its windows, at the pace of the last
+ones, fit in their budget, so a run ends within ``warmup_ms`` + :data:`LONGER_RUN` times
+``rep_ms`` after its estimate, unless a single window is longer than that; batch mode never
+makes one that long (:data:`BATCH_BELOW_NS`).
 """
 
 from __future__ import annotations
@@ -34,11 +41,13 @@ from .._profiling._profiler import EventProfiler
 from .._profiling._span import Span
 from .._protocol import EventApi, SupportsHostFunc
 from .._ranks import nearest_rank
-from ._result import BenchResult, StoppedBy, summarize
-from ._stats import MIN_N, trend
+from ._result import BenchResult, StoppedBy, duration_text, summarize
+from ._stats import MIN_N, median_interval, trend
 
 __all__ = [
     "BATCH_BELOW_NS",
+    "EMPTY_WINDOWS",
+    "ESCAPE_RATIO",
     "ESTIMATE_CALLS",
     "LONGER_RUN",
     "READ_BATCH",
@@ -52,11 +61,24 @@ on a free stream, which the launch-bound verdict reads the lag's growth through.
 
 BATCH_BELOW_NS: Final = 10 * TIMER_RESOLUTION_NS
 """A call shorter than ten timer ticks is timed in batch mode: at one call per window the
-timer's resolution alone would be 10 % of the reading or more."""
+timer's resolution alone would be 10 % of the reading or more. A window's calls cost the host
+their time as well as the device theirs, so batch mode puts in one window no more calls than
+let ``MIN_N`` windows fit in ``rep_ms``: a call whose work is on the host (nanoseconds on the
+stream, a millisecond on the host) would otherwise fill one window with seconds of it."""
 
 BATCH_WINDOW_NS: Final = 100 * TIMER_RESOLUTION_NS
 """Batch mode puts enough calls in a window for it to last a hundred ticks (the resolution
 then weighs 1 % of a reading); at most :data:`MAX_PER_WINDOW`."""
+
+EMPTY_WINDOWS: Final = 32
+"""Held, windows with nothing in them, read once (two records each, no call of ``fn``): enough
+that the 95 % interval of their median leaves out the few a loaded machine stretches."""
+
+ESCAPE_RATIO: Final = 100
+"""On a held stream, ``fn``'s work escaped the stream when its calls take at least this many
+times longer on the host than on the stream (or its windows read no longer than empty ones):
+what the readings time is then a sliver of the call, or nothing of it. A launch-bound call,
+whose host time to enqueue exceeds its device time by a few times, stays well under it."""
 
 MAX_PER_WINDOW: Final = 10_000
 
@@ -82,7 +104,7 @@ HOLD_TIMEOUT_S: Final = 1.0
 also waits 20 times the batch's expected enqueue time, so only an ``fn`` that waits for the
 stream, or one a hundred times slower than it was, outlives it."""
 
-_LAUNCH_HINT: Final = "pass hold_stream=True to time the device work alone"
+_HOST_TIMER: Final = "time it with a host timer (time.perf_counter_ns, timeit) instead"
 
 
 @final
@@ -175,13 +197,16 @@ class _Runner:
         assert isinstance(api, SupportsHostFunc)  # checked by bench before any hold
         api.stream_launch_host_func(self._target, hold)
 
-    def batch(self, count: int, *, held: bool) -> _Batch:
-        """Run ``count`` windows, read them back in one wait, per window in time order."""
+    def batch(self, count: int, *, held: bool, empty: bool = False) -> _Batch:
+        """Run ``count`` windows, read them back in one wait, per window in time order.
+
+        ``empty`` windows hold no call and no setup: what a window of no work reads.
+        """
         prof = self._prof
         fn = self._fn
-        setup = self._setup
+        setup = None if empty else self._setup
         target = self._target
-        per_window = self._per_window
+        per_window = 0 if empty else self._per_window
         window = prof.window
         now = time.perf_counter_ns
         out = _Batch()
@@ -216,7 +241,8 @@ class _Runner:
         if hold is not None and hold.timed_out_ns is not None:
             raise _sync_error(timeout_s)
         _read(out, spans, ends, count, with_setup=setup is not None)
-        self.host_each_ns = max(1.0, sum(host) / (count * per_window))
+        if per_window:
+            self.host_each_ns = max(1.0, sum(host) / (count * per_window))
         return out
 
 
@@ -345,7 +371,14 @@ def bench(
     automatic, more than one only for a call under 10 timer ticks and without ``setup``).
     ``hold_stream=True`` holds the stream with a host function until each batch is enqueued,
     so calls run back to back and launch gaps drop out of the readings; it needs
-    :class:`~eventapi.SupportsHostFunc`.
+    :class:`~eventapi.SupportsHostFunc`. An ``fn`` that does its work on the calling thread
+    (host code, a CPU library) is not timed: held, the result says its work escaped the stream
+    (``escaped``); free, that its readings are the host's time per call (launch-bound). Time
+    host code with a host timer.
+
+    The run ends within ``warmup_ms`` + 10 x ``rep_ms`` of wall time after its first call and
+    estimate (at most nine windows; held, nine more and a probing call), unless one window
+    alone is longer than that.
 
     Blocks the calling thread. Returns a :class:`BenchResult`. Raises :class:`ValueError` for
     a bad budget or option, or when ``hold_stream`` is given an ``fn`` that waits for its own
@@ -381,11 +414,21 @@ def bench(
 class _Plan:
     """What the estimate decided, and what later phases add to it."""
 
-    __slots__ = ("device_each", "each_ns", "free", "held", "per_window", "steady", "warmup_n")
+    __slots__ = (
+        "device_each",
+        "each_ns",
+        "empty",
+        "free",
+        "held",
+        "per_window",
+        "steady",
+        "warmup_n",
+    )
 
     def __init__(self, held: bool) -> None:
         self.held = held
         self.free: list[_Batch] = []  # batches on a stream left running free, for the verdict
+        self.empty: list[int] = []  # held: sorted readings of windows with nothing in them
         self.device_each = 0
         self.per_window = 1
         self.each_ns = 1.0  # a window's wall time, readback included
@@ -406,6 +449,7 @@ def _estimate(
     if held:
         run.probe_hold()
         sizing = [run.batch(ESTIMATE_CALLS, held=True)]
+        plan.empty = sorted(run.batch(EMPTY_WINDOWS, held=True, empty=True).device)
     else:
         sizing = plan.free
     plan.device_each = nearest_rank(sorted(d for b in sizing for d in b.device), 0.5)
@@ -414,6 +458,9 @@ def _estimate(
         per_window = 1
         if not with_setup and plan.device_each < BATCH_BELOW_NS:
             per_window = min(MAX_PER_WINDOW, -(-BATCH_WINDOW_NS // max(plan.device_each, 1)))
+            # The host's time counts too: MIN_N windows of these calls fit in rep_ms.
+            each_call = max(run.host_each_ns, float(plan.device_each), 1.0)
+            per_window = max(1, min(per_window, int(rep_ms * 1e6 / MIN_N / each_call)))
     run.set_per_window(per_window)
     plan.per_window = per_window
     per_read = sum(b.wall_ns for b in sizing) / sum(len(b.device) for b in sizing)
@@ -539,16 +586,35 @@ def _result(
             "rep_ms for a quieter median"
         )
     launch_bound = _launch_bound(plan.free)
-    if launch_bound and not plan.held:
-        hint = (
-            _LAUNCH_HINT
-            if isinstance(api, SupportsHostFunc)
-            else f"{api.BACKEND} has no host functions to hold the stream with"
-        )
-        warnings.append(
-            "launch-bound: the device waited for the host between calls, so each reading "
-            f"includes host time; {hint}"
-        )
+    host_median = nearest_rank(sorted(timed.host), 0.5)
+    escaped: bool | None
+    if plan.held:
+        why = _escape(plan, median, host_median)
+        escaped = why is not None
+        if why is not None:
+            # The other warnings advise on timing the stream better; there is nothing of fn's
+            # on it to time.
+            warnings[:] = [
+                f"fn's work escaped the stream: {why}. bench times the work fn enqueues on "
+                f"stream: if fn does its work on the calling thread, {_HOST_TIMER}; if that "
+                "work belongs on the device, enqueue it on stream"
+            ]
+    else:
+        escaped = None if launch_bound in (True, None) else False
+        if launch_bound:
+            hold = (
+                "pass hold_stream=True to time that work alone"
+                if isinstance(api, SupportsHostFunc)
+                else f"bench cannot hold {api.BACKEND}'s stream to time it alone (no host "
+                "functions)"
+            )
+            per_call = duration_text(host_median)
+            warnings.append(
+                "launch-bound: the stream waited for the host between calls, so each reading "
+                f"is the host's time to make a call (its median {per_call}), not the stream's "
+                f"work. If fn enqueues its work on stream, {hold}; if fn does its work on the "
+                f"calling thread, {_HOST_TIMER}"
+            )
     known_gaps = sorted(g for g in timed.gaps if g is not None)
     return BenchResult(
         n=n,
@@ -564,12 +630,13 @@ def _result(
         readings_ns=tuple(timed.device),
         host_ns=tuple(timed.host),
         gaps_ns=tuple(timed.gaps),
-        host_median_ns=nearest_rank(sorted(timed.host), 0.5),
+        host_median_ns=host_median,
         gap_median_ns=nearest_rank(known_gaps, 0.5) if known_gaps else None,
         setup_median_ns=nearest_rank(sorted(timed.setups), 0.5) if timed.setups else None,
         calls_per_window=plan.per_window,
         held=plan.held,
         launch_bound=launch_bound,
+        escaped=escaped,
         stopped_by=stopped,
         noise_target=noise_target,
         warmup_n=plan.warmup_n,
@@ -578,3 +645,28 @@ def _result(
         warnings=tuple(warnings),
         _sorted=ordered,
     )
+
+
+def _escape(plan: _Plan, median_ns: int, host_median_ns: int) -> str | None:
+    """Why ``fn``'s work escaped a held stream, or ``None`` when the stream timed it.
+
+    Its windows (``median_ns`` per call) read no longer than empty windows (the upper end of
+    the 95 % interval of their median) plus a timer tick: nothing it enqueued took time the
+    stream could see. Or its calls took :data:`ESCAPE_RATIO` times longer on the host than on
+    the stream.
+    """
+    window_ns = median_ns * plan.per_window
+    empty = median_interval(plan.empty)
+    if empty is not None and window_ns <= empty[1] + TIMER_RESOLUTION_NS:
+        return (
+            f"its windows read no longer than empty ones, so it enqueued nothing the stream "
+            f"could time, while each call took {duration_text(host_median_ns)} on the host"
+        )
+    if host_median_ns >= ESCAPE_RATIO * max(median_ns, 1):
+        return (
+            f"each call took {duration_text(host_median_ns)} on the host and "
+            f"{duration_text(median_ns)} on the stream, "
+            f"{host_median_ns // max(median_ns, 1)} times less, so the readings time only a "
+            "sliver of it"
+        )
+    return None
