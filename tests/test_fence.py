@@ -108,10 +108,10 @@ def test_reached_and_timed_waits_follow_the_stream(
         began = time.monotonic()
         with pytest.raises(TimeoutError, match=r"host: fence not reached within 0\.05 s"):
             fence.wait(timeout=0.05)
-        waited = time.monotonic() - began
-        # At least the timeout; the upper bound only catches a wait that ignores its deadline
-        # (one more poll of at most 1 ms, plus scheduling on a loaded box).
-        assert 0.05 <= waited < 0.05 + 0.5
+        # At least the timeout. No upper bound: the gate proves the deadline is kept, since a
+        # wait that ignored it could not return while the gate holds the stream; it would
+        # return only as the hold gives up (HANG_S), reached, and pytest.raises would fail.
+        assert time.monotonic() - began >= 0.05
 
         released = time.perf_counter_ns()
         gate.set()
