@@ -843,8 +843,9 @@ def test_a_plugin_that_hangs_times_out(
     hostile = rows["hostile"]
     assert hostile.status.startswith(f"broken: timed out after 0.2 s {where}; ")
     assert "raise EVENTAPI_PLUGIN_TIMEOUT" in hostile.reason
-    # The budget, plus 5 s for a loaded 2-core machine; the hang itself lasts until the test ends.
-    assert took < 5.2
+    # Not before the budget ran out. No upper bound: the hang lasts until the test ends, so a
+    # listing that ignored the budget could never return, and pytest-timeout fails the test.
+    assert took >= 0.2
     assert rows["alpha"].status == "ok"
     assert row("hostile") == hostile  # one answer, cached
     with pytest.raises(BackendError, match=r"timed out after 0\.2 s"):
