@@ -21,16 +21,17 @@ from emulated_driver import DriverName, load
 
 import eventapi
 from eventapi import Anchor, EventProfiler, EventStateError
-from eventapi._profiling._anchor import Earlier, Placement, _reading_error, sample_anchor
+from eventapi._profiling._anchor import (
+    ANCHOR_SAMPLES,
+    Earlier,
+    Placement,
+    _reading_error,
+    sample_anchor,
+)
 from eventapi.host import HostBackend
 
 # Bounds a broken build's hang; never decides whether a working one passes.
 HANG_S = 10.0
-
-# A bracket is one round trip through the stream's worker thread: tens of microseconds on an
-# idle machine. The best of several samples above 2 ms would mean every sample was preempted,
-# which a loaded two-core runner can do for a moment but not five times over.
-UNCERTAINTY_LIMIT_NS = 2_000_000
 
 
 @pytest.fixture
@@ -138,13 +139,51 @@ def test_every_span_lies_within_its_own_bound_of_its_true_stamps(api: HostBacken
                 assert abs(span.end_ns - api.stamp_ns(end)) <= u
 
 
-def test_uncertainty_is_positive_and_small(api: HostBackend) -> None:
-    with EventProfiler(api) as prof:
+class CallClock:
+    """The host backend, noting each record and wait it makes with the host clock read just
+    before and just after it: ``calls`` holds ``(call, event, began_ns, ended_ns)``."""
+
+    BACKEND = "host"
+
+    def __init__(self, inner: HostBackend) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, Any, int, int]] = []
+
+    def _timed(self, call: str, event: Any, *args: Any) -> None:
+        began = time.perf_counter_ns()
+        try:
+            getattr(self.inner, call)(event, *args)
+        finally:
+            self.calls.append((call, event, began, time.perf_counter_ns()))
+
+    def event_record(self, event: Any, stream: Any) -> None:
+        self._timed("event_record", event, stream)
+
+    def event_wait(self, event: Any) -> None:
+        self._timed("event_wait", event)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_uncertainty_is_positive_and_half_the_tightest_round_trip(api: HostBackend) -> None:
+    clock = CallClock(api)
+    with EventProfiler(clock) as prof:
         prof.start("w").stop()
+        clock.calls.clear()
         prof.collect()
         anchor = prof.anchor
+        samples = clock.calls[-2 * ANCHOR_SAMPLES :]
     assert isinstance(anchor, Anchor)
-    assert 0 < anchor.uncertainty_ns <= UNCERTAINTY_LIMIT_NS
+    # The collect's last calls are the anchor's samples: a record, then a wait on that event.
+    assert [call for call, *_ in samples] == ["event_record", "event_wait"] * ANCHOR_SAMPLES
+    assert all(samples[i][1] is samples[i + 1][1] for i in range(0, len(samples), 2))
+    # A sample's own bracket lies within the end of the wait before it and the start of the
+    # record after it: an outer bracket measured here, as wide as this run made it. The anchor
+    # keeps the tightest sample and half its bracket, so it is within half of the tightest
+    # outer bracket (those of the samples between two others).
+    outer = min(samples[i + 2][2] - samples[i - 1][3] for i in range(2, len(samples) - 2, 2))
+    assert 0 < anchor.uncertainty_ns <= (outer + 1) // 2, (anchor, outer)
 
 
 def test_each_collect_takes_a_fresh_anchor_after_its_windows(api: HostBackend) -> None:
