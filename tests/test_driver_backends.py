@@ -14,6 +14,7 @@ code (the error's name and text come from the driver), and device counts.
 from __future__ import annotations
 
 import collections
+import ctypes
 import gc
 import logging
 import threading
@@ -211,58 +212,94 @@ def test_fence_recorded_here_is_waited_on_a_thread_that_never_called_the_driver(
     assert api.live_handles() == (0, 0)
 
 
-# How long the device stays busy while a fence is waited on, in the CPU-time test: long enough
-# that a waiter spinning for the whole of it would burn tens of milliseconds of CPU.
+# How long the stream stays held once the wait is inside the driver's synchronize, in the test
+# below: a spinning wait looks at the stream over and over meanwhile, a sleeping one only when
+# woken. It decides how surely a spinning build is caught, never whether a working one passes.
 BUSY_S = 0.06
-# The issue's goal is under 5 % of a core for a 50 ms wait; 10 % leaves room for the wake-ups
-# of a loaded 2-core machine, and a wait that spins (the driver's default for an event created
-# without blocking sync) burns over 25 % even when other processes time-slice it.
-WAIT_CPU_MAX_SHARE = 0.10
+SCHED_YIELD = 2  # CU_CTX_SCHED_YIELD, hipDeviceScheduleYield: a spinning wait yields between looks
+
+
+def _schedule_device_0(kind: DriverName, flags: int) -> int:
+    """Set device 0's scheduling flags through the binding; return the ones it had."""
+    if kind == "cuda":
+        from cuda.bindings import driver
+
+        err, had, _ = driver.cuDevicePrimaryCtxGetState(0)
+        assert not err, err
+        (err,) = driver.cuDevicePrimaryCtxSetFlags(0, flags)
+        assert not err, err
+        return int(had)
+    hip = _hip()
+
+    def swap() -> int:  # HIP sets the current device's flags: device 0, on a thread of its own
+        (err,) = hip.hipSetDevice(0)
+        assert not err, err
+        err, had = hip.hipGetDeviceFlags()
+        assert not err, err
+        (err,) = hip.hipSetDeviceFlags(flags)
+        assert not err, err
+        return int(had)
+
+    swapping = Waiter(swap)
+    swapping.result()
+    return cast("int", swapping.value)
 
 
 @pytest.mark.parametrize("main", [True, False], ids=["main-thread", "other-thread"])
 def test_a_long_fence_wait_sleeps_instead_of_spinning(
-    api: Api, stream: Stream[Any], emu: EmulatedDriver, spelled: Spelling, main: bool
+    kind: DriverName,
+    api: Api,
+    stream: Stream[Any],
+    emu: EmulatedDriver,
+    spelled: Spelling,
+    main: bool,
 ) -> None:
-    """A thread waiting on a fence costs next to no CPU, on the main thread or another.
+    """A thread waiting on a fence sleeps in the driver, on the main thread or another.
 
     The emulated drivers spin in a default event's synchronize, as CUDA and HIP document; the
-    backends create blocking-sync events, whose waiters sleep. The main thread's wait runs the
-    driver's wait on a helper thread, so the whole process's CPU time is counted there.
+    backends create blocking-sync events, whose waiters sleep. With device 0 set to yield
+    between a spinning wait's looks, the emulator counts every look (``emu_spin_yields``): a
+    wait that sleeps makes none, however long it is held and however loaded the machine, where
+    its CPU share would depend on both (a yielding spinner on a busy machine gets almost no
+    CPU). The main thread's wait runs the driver's wait on a helper thread.
     """
     gate = _held(api, stream)
     fence = EventFence[Any, Any].record(api, stream)
     sync = spelled.name("EventSynchronize")
-    before = emu.calls(sync)
+    entered = emu.calls(sync)
+    spin_yields = emu.lib.emu_spin_yields
+    spin_yields.restype = ctypes.c_long
+    in_the_driver: list[bool] = []
 
-    # The device's work: the stream stays busy BUSY_S from the moment the wait is timed, then
-    # the gate releases it. Started by the waiter itself, so that a waiter thread slow to
-    # start on a loaded machine still waits the whole of it.
-    release = threading.Timer(BUSY_S, gate.set)
+    def release() -> None:
+        # Once the wait is in the driver's synchronize (its call counter moved): a wait that
+        # never gets there (one that spins on queries in Python) is released only after JOIN_S,
+        # and fails below.
+        deadline = time.monotonic() + JOIN_S
+        while emu.calls(sync) == entered and time.monotonic() < deadline:
+            time.sleep(0.001)
+        in_the_driver.append(emu.calls(sync) > entered)
+        time.sleep(BUSY_S)  # the device's work, not synchronization
+        gate.set()
 
-    def wait() -> tuple[int, int]:
-        clock = time.process_time_ns if main else time.thread_time_ns
-        cpu0, wall0 = clock(), time.perf_counter_ns()
-        release.start()
-        fence.wait()
-        return clock() - cpu0, time.perf_counter_ns() - wall0
-
+    had = _schedule_device_0(kind, SCHED_YIELD)
+    releaser = threading.Thread(target=release, daemon=True)
     try:
+        before = spin_yields()
+        releaser.start()
         if main:
-            cpu, wall = wait()
+            fence.wait()
         else:
-            waiter = Waiter(wait)
-            waiter.result()
-            cpu, wall = cast("tuple[int, int]", waiter.value)
+            Waiter(fence.wait).result()
+        yields = spin_yields() - before
     finally:
-        if release.ident is None:  # the waiter failed before it started the timer
-            gate.set()
-        else:
-            release.join()
+        gate.set()
+        if releaser.is_alive():
+            releaser.join(JOIN_S)
+        _schedule_device_0(kind, had)
         fence.close()
-    assert emu.calls(sync) > before, "the wait never reached the driver's synchronize"
-    assert wall >= BUSY_S * 1e9 * 0.9
-    assert cpu / wall <= WAIT_CPU_MAX_SHARE, f"{cpu / 1e6:.1f} ms of CPU in {wall / 1e6:.1f} ms"
+    assert in_the_driver == [True], "the wait never reached the driver's synchronize"
+    assert yields == 0, f"the wait spun in the driver: {yields} looks at the held stream"
 
 
 @pytest.mark.parametrize("thread_works_on_device_0", [False, True], ids=["fresh", "on-0"])
