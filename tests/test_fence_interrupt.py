@@ -3,7 +3,7 @@
 A driver's event wait blocks in native code, where a signal only sets a flag that Python reads
 when the call returns. These tests run a real process on an emulated driver whose stream is
 held by a host function, interrupt its untimed wait with SIGINT, and require
-KeyboardInterrupt promptly and no handle left at exit.
+KeyboardInterrupt while the stream is still held and no handle left at exit.
 """
 
 from __future__ import annotations
@@ -14,39 +14,37 @@ import sys
 import pytest
 from emulated_driver import REPO_ROOT, DriverName, build, preload_env
 
-# The child: a stream held by a host function (released by the parent's test only through the
-# child's own gate, after the interrupt), a fence behind it, and a thread that sends SIGINT
-# once the wait has reached the driver's synchronize call. The host function gives up after
-# HOLD_S on its own, so a wait that ignores the signal ends (late) instead of hanging the test.
+# The child: a stream held by a host function (released only through the child's own gate,
+# after the interrupt), a fence behind it, and a thread that sends SIGINT once the wait has
+# reached the driver's synchronize call. The hold has no time limit: a wait that ignored the
+# signal could never return, and the child's timeout fails the test (no bound on how fast the
+# interrupt came is needed to tell the two apart).
 _CHILD = """
 import os, signal, sys, threading, time
 sys.path.insert(0, {tests!r})
 from emulated_driver import load
 import eventapi
 
-HOLD_S = 5.0
 emu = load({kind!r})
 api = eventapi.backend({kind!r})
 stream = api.stream_create_non_blocking()
 gate = threading.Event()
-api.stream_launch_host_func(stream, lambda: gate.wait(HOLD_S))
+api.stream_launch_host_func(stream, gate.wait)
 fence = eventapi.EventFence.record(api, stream)
 sync_call = {sync!r}
 calls_before = emu.calls(sync_call)
-sent = []
 
 def interrupt():
     # Poll the driver's call counter: the signal must land while the wait is in the driver.
     while emu.calls(sync_call) == calls_before:
         time.sleep(0.001)
-    sent.append(time.perf_counter_ns())
     os.kill(os.getpid(), signal.SIGINT)
 
 threading.Thread(target=interrupt, daemon=True).start()
 try:
     fence.wait()
 except KeyboardInterrupt:
-    print("interrupted after", (time.perf_counter_ns() - sent[0]) / 1e9)
+    print("interrupted")
 else:
     print("not interrupted")
 fence.close()
@@ -61,11 +59,6 @@ print("live", emu.live_handles().events, emu.live_handles().streams, api.live_ha
 """
 
 _SYNC = {"cuda": "cuEventSynchronize", "hip": "hipEventSynchronize"}
-
-# Signal delivery and the main thread's wake-up take microseconds; a second covers a loaded
-# machine, and stays far below the host function's own HOLD_S (5 s), which is when a wait that
-# ignores the signal would end.
-PROMPT_S = 1.0
 
 
 @pytest.mark.parametrize("kind", ["cuda", "hip"])
@@ -82,7 +75,6 @@ def test_ctrl_c_interrupts_an_untimed_wait_and_leaks_nothing(kind: DriverName) -
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("interrupted after"), done.stdout + done.stderr
-    assert float(lines[0].split()[-1]) < PROMPT_S, lines[0]
+    assert lines[0] == "interrupted", done.stdout + done.stderr
     assert lines[1] == "live 0 0 LiveHandles(events=0, streams=0)", done.stdout
     assert done.stderr == "", done.stderr

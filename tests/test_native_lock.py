@@ -90,23 +90,22 @@ def test_a_backend_objects_lock_is_the_native_one(kind: DriverName) -> None:
     assert type(api._lock) is NATIVE[kind].Lock  # type: ignore[attr-defined]
 
 
-# The child: a thread holds the lock (for HOLD_S at most, so a take that ignores signals ends,
-# late, instead of hanging); the main thread waits for it; the holder, which needs the GIL to go
-# on and gets it as the main thread's wait releases it, sends that thread SIGINT every RESEND_S
-# until the main thread says it was interrupted. One signal is not enough: one that lands after
-# the waiting thread released the GIL and before it blocks is seen only once it runs bytecode
-# again, as with threading.RLock, whose take has the same window; a user presses Ctrl-C again.
-# The handler raises KeyboardInterrupt for the first signal seen and ignores the rest, so a
-# late one cannot interrupt the child elsewhere. The time is counted from the first send.
+# The child: a thread holds the lock until the main thread says it was interrupted; the main
+# thread waits for it; the holder, which needs the GIL to go on and gets it as the main thread's
+# wait releases it, sends that thread SIGINT every RESEND_S until then. One signal is not
+# enough: one that lands after the waiting thread released the GIL and before it blocks is seen
+# only once it runs bytecode again, as with threading.RLock, whose take has the same window; a
+# user presses Ctrl-C again. The handler raises KeyboardInterrupt for the first signal seen and
+# ignores the rest, so a late one cannot interrupt the child elsewhere. The hold has no time
+# limit: a take that ignored signals could never return, and the child's timeout fails the test.
 _CHILD = """
-import signal, threading, time
+import signal, threading
 import {module} as native
 
-HOLD_S = 5.0
 RESEND_S = 0.01
 lock = native.Lock()
 held, waiting, interrupted = threading.Event(), threading.Event(), threading.Event()
-sent, seen = [], []
+seen = []
 
 def on_sigint(signum, frame):
     if not seen:
@@ -116,34 +115,28 @@ def on_sigint(signum, frame):
 def hold():
     with lock:
         held.set()
-        waiting.wait(HOLD_S)
-        sent.append(time.perf_counter_ns())
-        deadline = time.monotonic() + HOLD_S
-        while time.monotonic() < deadline:
+        waiting.wait()
+        while True:
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-            if interrupted.wait(RESEND_S):
+            if interrupted.wait(RESEND_S):  # a resend, as a user presses Ctrl-C again
                 break
 
 signal.signal(signal.SIGINT, on_sigint)
 
 holder = threading.Thread(target=hold)
 holder.start()
-held.wait(HOLD_S)
+held.wait()
 waiting.set()
 try:
     with lock:
         print("taken, not interrupted")
 except KeyboardInterrupt:
-    print("interrupted after", (time.perf_counter_ns() - sent[0]) / 1e9, lock._is_owned())
+    print("interrupted", lock._is_owned())
 interrupted.set()
 holder.join()
 with lock:
     print("taken after")
 """
-
-# Signal delivery and the main thread's wake-up take microseconds; a second covers a loaded
-# machine and stays far below HOLD_S, when a take that ignored the signal would end.
-PROMPT_S = 1.0
 
 
 @pytest.mark.parametrize("kind", sorted(NATIVE))
@@ -151,8 +144,7 @@ def test_a_wait_for_it_is_interrupted_by_ctrl_c(kind: DriverName) -> None:
     done = child.run(_CHILD.format(module=NATIVE[kind].__name__), cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("interrupted after"), done.stdout + done.stderr
-    assert float(lines[0].split()[2]) < PROMPT_S, lines[0]
-    assert lines[0].split()[3] == "False", lines[0]  # not taken by the interrupted wait
+    # Interrupted while the holder still held it, and not taken by the interrupted wait.
+    assert lines[0] == "interrupted False", done.stdout + done.stderr
     assert lines[1:] == ["taken after"], done.stdout
     assert done.stderr == "", done.stderr
