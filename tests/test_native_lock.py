@@ -95,9 +95,10 @@ def test_a_backend_objects_lock_is_the_native_one(kind: DriverName) -> None:
 # wait releases it, sends that thread SIGINT every RESEND_S until then. One signal is not
 # enough: one that lands after the waiting thread released the GIL and before it blocks is seen
 # only once it runs bytecode again, as with threading.RLock, whose take has the same window; a
-# user presses Ctrl-C again. The handler raises KeyboardInterrupt for the first signal seen and
-# ignores the rest, so a late one cannot interrupt the child elsewhere. The hold has no time
-# limit: a take that ignored signals could never return, and the child's timeout fails the test.
+# user presses Ctrl-C again. The handler raises KeyboardInterrupt for the first signal the take
+# sees and ignores the rest, so a late one cannot interrupt the child elsewhere. The hold has
+# no time limit: a take that ignored signals could never return, and the child's timeout fails
+# the test.
 _CHILD = """
 import signal, threading
 import {module} as native
@@ -108,7 +109,9 @@ held, waiting, interrupted = threading.Event(), threading.Event(), threading.Eve
 seen = []
 
 def on_sigint(signum, frame):
-    if not seen:
+    # Seen by the take: the frame the handler runs in is the module's, whose only call left
+    # is the take. One that lands sooner (in waiting.set()) is ignored, and sent again.
+    if not seen and frame.f_code.co_name == "<module>":
         seen.append(signum)
         raise KeyboardInterrupt
 
@@ -126,8 +129,8 @@ signal.signal(signal.SIGINT, on_sigint)
 holder = threading.Thread(target=hold)
 holder.start()
 held.wait()
-waiting.set()
 try:
+    waiting.set()
     with lock:
         print("taken, not interrupted")
 except KeyboardInterrupt:
