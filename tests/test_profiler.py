@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from protocol_only import ProtocolOnly
+from threads import Waiter, blocked_in
 
 from eventapi import (
     DriverError,
@@ -570,8 +571,13 @@ def test_close_with_only_open_windows_waits_for_them(api: HostBackend) -> None:
     prof = EventProfiler(api)
     gate, released = hold(api, prof.stream)
     prof.start("open")
-    threading.Timer(0.01, gate.set).start()  # releases the hold from elsewhere, not a sync
-    prof.close()
+    closer = Waiter(prof.close)
+    try:
+        # Released once close() waits on the open window's start, behind the hold.
+        assert blocked_in(closer.thread, "event_wait"), "close() never waited for the stream"
+    finally:
+        gate.set()
+    closer.result()
     # close() returned only after the stream reached the open window's start, behind the hold.
     assert released.is_set()
     assert api.live_handles() == (0, 0)
