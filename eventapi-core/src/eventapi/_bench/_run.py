@@ -377,8 +377,8 @@ def bench(
     host code with a host timer.
 
     The run ends within ``warmup_ms`` + 10 x ``rep_ms`` of wall time after its first call and
-    estimate (at most nine windows; held, nine more and a probing call), unless one window
-    alone is longer than that.
+    estimate (at most nine windows; held, a probing call, eight held windows and 32 empty
+    ones more), unless one window alone is longer than that.
 
     Blocks the calling thread. Returns a :class:`BenchResult`. Raises :class:`ValueError` for
     a bad budget or option, or when ``hold_stream`` is given an ``fn`` that waits for its own
