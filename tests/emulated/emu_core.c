@@ -101,6 +101,8 @@ typedef struct callrec {
     long calls;
     int fault_count;
     int fault_code;
+    int signal_count; /* the next calls that raise signo on the calling thread (emu_signal_calls) */
+    int signo;
 } callrec;
 
 #define MAX_CALL_NAMES 256
@@ -564,6 +566,7 @@ int emuc_enter_at(int *slot, const char *name) {
        record is never removed): what a call costs does not depend on how many names the
        process called before it, or in which order. */
     callrec *r = *slot >= 0 ? &g.calls[*slot] : call_find(name, 1);
+    int signo = 0;
     if (r != NULL) {
         *slot = (int)(r - g.calls);
         r->calls++;
@@ -571,9 +574,15 @@ int emuc_enter_at(int *slot, const char *name) {
             r->fault_count--;
             code = r->fault_code;
         }
+        if (r->signal_count > 0) {
+            r->signal_count--;
+            signo = r->signo;
+        }
     }
     if (code == 0) code = sticky_error_for(name);
     unlock();
+    /* The signal arrives while the caller is inside this driver call, which then goes on. */
+    if (signo != 0) raise(signo);
     return code;
 }
 
@@ -1088,6 +1097,18 @@ int emu_inject_fault(const char *call_name, int count, int error_code) {
     if (r != NULL) {
         r->fault_count = count;
         r->fault_code = error_code;
+    }
+    unlock();
+    return r != NULL ? 0 : -1;
+}
+
+int emu_signal_calls(const char *call_name, int signo, int count) {
+    if (call_name == NULL || *call_name == '\0' || count < 0 || signo <= 0) return -1;
+    lock();
+    callrec *r = call_find(call_name, 1);
+    if (r != NULL) {
+        r->signal_count = count;
+        r->signo = signo;
     }
     unlock();
     return r != NULL ? 0 : -1;

@@ -167,6 +167,9 @@ EMU_EXPORT long emu_live_graphs(void);
 EMU_EXPORT long emu_live_contexts(void);
 EMU_EXPORT int emu_inject_fault(const char *call_name, int count, int error_code);
 EMU_EXPORT void emu_clear_faults(void);
+/* The next `count` calls of `call_name` raise signal `signo` on the calling thread as they
+   enter, then go on: a signal that arrives while a program is inside that driver call. */
+EMU_EXPORT int emu_signal_calls(const char *call_name, int signo, int count);
 EMU_EXPORT int emu_set_device_count(int count);
 EMU_EXPORT void emu_set_driver_version(int version);
 EMU_EXPORT void emu_set_negative_elapsed(int count);
