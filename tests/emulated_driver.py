@@ -162,6 +162,8 @@ class EmulatedDriver:
         lib.emu_inject_fault.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
         lib.emu_clear_faults.restype = None
         lib.emu_clear_faults.argtypes = []
+        lib.emu_signal_calls.restype = ctypes.c_int
+        lib.emu_signal_calls.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
         lib.emu_set_device_count.restype = ctypes.c_int
         lib.emu_set_device_count.argtypes = [ctypes.c_int]
         lib.emu_set_driver_version.restype = None
@@ -185,15 +187,14 @@ class EmulatedDriver:
 
         A stream destroyed with work still queued stops counting at once, as its handle is
         invalid at once (its worker drains the queue in the background). Unless ``spares``,
-        every backend object of this driver first destroys the driver events it keeps from
-        closed fences (``eventapi.driverkit.release_spare_events``), so that the count is what
-        the program holds.
+        the driver events that live backend objects of this driver keep from closed fences (at
+        most 16 each, reused by the next fences) are left out, so that the count is what the
+        program holds.
         """
-        if not spares:
-            release_spares(self.name)
         lib = self._lib
+        kept = 0 if spares else spare_events(self.name)
         return EmulatedHandles(
-            events=int(lib.emu_live_events()),
+            events=int(lib.emu_live_events()) - kept,
             streams=int(lib.emu_live_streams()),
             graphs=int(lib.emu_live_graphs()),
             contexts=int(lib.emu_live_contexts()),
@@ -219,6 +220,12 @@ class EmulatedDriver:
     def clear_faults(self) -> None:
         """Cancel every pending injected fault."""
         self._lib.emu_clear_faults()
+
+    def signal_calls(self, call: str, signo: int, *, count: int = 1) -> None:
+        """Make the next ``count`` calls of driver function ``call`` raise ``signo`` on the
+        calling thread as they enter (the call then goes on): a signal landing inside it."""
+        if self._lib.emu_signal_calls(call.encode(), signo, count) != 0:
+            raise ValueError(f"emu_signal_calls refused {call!r}, {signo}, {count}")
 
     def set_device_count(self, count: int) -> None:
         """Set how many devices the emulated machine has (0 to 16; default 2).
@@ -274,16 +281,16 @@ class EmulatedDriver:
         return f"<EmulatedDriver {self.name} {self.path}>"
 
 
-def release_spares(backend: str) -> None:
-    """Every live driverkit backend object named ``backend`` destroys its spare fence events."""
-    kit = sys.modules.get("eventapi.driverkit._backend")  # None: no backend object was built
-    if kit is None:
-        return
-    from eventapi.driverkit import release_spare_events
+def spare_events(backend: str) -> int:
+    """The driver events every live backend object named ``backend`` keeps from closed fences.
 
-    for obj in gc.get_objects():
-        if isinstance(obj, kit.DriverBackend) and backend == obj.BACKEND:
-            release_spare_events(obj)
+    A cuda or hip backend object keeps them (its compiled type counts them in the third field
+    of ``_live_counts()``) until it is garbage-collected.
+    """
+    native = sys.modules.get(f"eventapi_{backend}._native")  # None: no backend object was built
+    if native is None:
+        return 0
+    return sum(obj._live_counts()[2] for obj in gc.get_objects() if isinstance(obj, native.Backend))
 
 
 def begin_capture(kind: DriverName, raw_stream: Any) -> None:

@@ -49,10 +49,10 @@ def _with_faults(kind: DriverName, backend: Any) -> Any:
 
 
 def _capture(kind: DriverName, backend: Any, action: Any, stream: Any) -> None:
-    # Through the backend's hold, as a backend's own test aid: the calling thread is bound to
-    # the device first (any kit thread may call), and a destroyed stream is refused.
-    with backend._hold_stream(stream, action.__name__) as raw:
-        action(kind, raw)
+    # As a backend's own test aid: a call of the backend's first binds the calling thread to
+    # the device (any kit thread may call) and refuses a destroyed stream.
+    backend.stream_is_capturing(stream)
+    action(kind, stream.raw)
 
 
 def cuda() -> Any:

@@ -560,26 +560,23 @@ def test_an_interrupt_after_a_deferred_destroy_counted_its_handle_gone_leaves_it
 # -- an interrupt inside a destroy -----------------------------------------------------------------
 #
 # A destroy counts its handle gone, then calls the driver, some bytecodes later. The wrapper
-# keeps its driver handle until the driver's destroy takes it (raw_take), so an interrupt
-# anywhere before leaves the handle to the wrapper's finalizer, which destroys it once.
+# keeps its driver handle until right before the driver's destroy, so an interrupt in the steps
+# before leaves the handle to the wrapper's finalizer, which destroys it once.
 
-_DESTROY_STEPS = {
-    "event": ("event_destroy", "_raw_event_destroy_from"),
-    "stream": ("stream_destroy", "_raw_stream_destroy_from"),
-}
+_DESTROY_STEPS = {"event": "event_destroy", "stream": "stream_destroy"}
 
 
-@pytest.mark.parametrize("step", ["_release_counted_gone", "_release_raw", "raw-destroy-from"])
+@pytest.mark.parametrize("step", ["_release_counted_gone", "_release_raw"])
 @pytest.mark.parametrize("kind", sorted(_DESTROY_STEPS))
 def test_an_interrupt_in_a_destroy_before_the_driver_call_leaves_the_handle_to_the_finalizer(
     api: GatedBackend, kind: str, step: str
 ) -> None:
-    call, raw_step = _DESTROY_STEPS[kind]
+    call = _DESTROY_STEPS[kind]
     handle: Event[int] | Stream[int] = (
         api.event_create() if kind == "event" else api.stream_create_non_blocking()
     )
     raw = handle._raw
-    code = getattr(DriverBackend, raw_step if step == "raw-destroy-from" else step).__code__
+    code = getattr(DriverBackend, step).__code__
     with pytest.raises(KeyboardInterrupt), interrupting(on_call_of(code)):
         getattr(api, call)(handle)
     assert handle.closed

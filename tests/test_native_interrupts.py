@@ -3,18 +3,17 @@
 A signal's Python handler runs between bytecodes, and raises there. A create whose driver
 handle came back to Python and was stored a bytecode later lost the handle to an interrupt
 landing in between: neither the wrapper nor anything else held it, and the driver kept it.
-The compiled creates of eventapi_cuda and eventapi_hip hand the handle to the wrapper from C
-(driverkit's ``_raw_*_create_into``), so an interrupt lands before the create or after the
-store, where the wrapper's cleanup destroys it. A destroy is the same in reverse: the wrapper,
-counted gone, holds its driver handle until the compiled destroy takes it out and destroys it
-in one C call (``_raw_*_destroy_from``), so an interrupt leaves it to the wrapper's finalizer.
+The compiled creates of eventapi_cuda and eventapi_hip write the driver's handle into their own
+handle's struct, so a signal that arrives during the create is handled as the call returns:
+the new handle, held only by the interpreter's stack, is dropped there and destroys what it
+holds. A destroy swaps the handle out of the struct before the driver call, in the same C call.
 
-The child process creates and destroys events, streams and profilers (which create a stream)
-in a loop while a thread sends it signals at random moments; the handler raises. After each
-interrupt, with the signal blocked, it compares the backend's live count with what it holds
-(nothing) and the emulated driver's own count with its count before the loop. It runs until
-at least MIN_CREATES interrupts landed inside a create (and MIN_PROFILERS inside a profiler's
-construction), or gives up after BUDGET_S.
+The child process creates and destroys events and streams while the emulated driver raises a
+signal inside every create (emu_signal_calls), whose handler raises: MIN_CREATES of each kind,
+then MIN_PROFILERS profilers, each interrupted inside its stream's create (the interrupt lands
+in the profiler's constructor). After each, with the signal blocked, it compares the backend's
+live count with what it holds (nothing) and the emulated driver's own count with its count
+before.
 """
 
 from __future__ import annotations
@@ -28,11 +27,16 @@ from compiled_core import compiled_env
 from emulated_driver import REPO_ROOT, DriverName, build, preload_env
 
 MIN_CREATES = 200
+# The driver's creates, by the names the emulated drivers count them under.
+CREATES = {
+    "cuda": ("cuEventCreate", "cuStreamCreate"),
+    "hip": ("hipEventCreateWithFlags", "hipStreamCreateWithFlags"),
+}
 MIN_PROFILERS = 20
-BUDGET_S = 120.0
+RUN_TIMEOUT_S = 120.0  # bounds a hang; the run takes a second or two
 
 _CHILD = """
-import json, random, signal, sys, threading, time
+import json, signal, sys
 sys.path.insert(0, {tests!r})
 from emulated_driver import load
 import eventapi
@@ -42,6 +46,7 @@ SIG = signal.SIGUSR1
 emu = load({kind!r})
 api = eventapi.backend({kind!r})
 live_events, live_streams = emu.lib.emu_live_events, emu.lib.emu_live_streams
+CREATE_EVENT, CREATE_STREAM = {creates!r}
 base = (live_events(), live_streams())
 
 
@@ -80,35 +85,17 @@ def profiler():
     EventProfiler(api).close()
 
 
-CREATES = {{"event_create", "stream_create_non_blocking"}}
 landed = {{"create": 0, "profiler": 0, "elsewhere": 0}}
 mismatches = []
 signal.signal(SIG, handler)
-main = threading.main_thread().ident
-stop = threading.Event()
 
 
-def sender():
-    rng = random.Random(1)
-    while not stop.is_set():
-        # Random moments: the sleep spreads the signals over the loop, it orders nothing.
-        time.sleep(rng.uniform(0, 200e-6))
-        signal.pthread_kill(main, SIG)
-
-
-quiet()
-threading.Thread(target=sender, daemon=True).start()
-deadline = time.monotonic() + {budget!r}
-ops = (event, stream, profiler)
-i = 0
-while (landed["create"] < {min_creates} or landed["profiler"] < {min_profilers}) and (
-    time.monotonic() < deadline
-):
-    i += 1
+def attempt(op):
+    # Runs op with the signal unblocked; where its interrupt landed, if one did.
     try:
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {{SIG}})
-            ops[i % 3]()
+            op()
         finally:
             quiet()
     except Interrupt as exc:
@@ -117,19 +104,31 @@ while (landed["create"] < {min_creates} or landed["profiler"] < {min_profilers})
         while tb is not None:
             names.add(tb.tb_frame.f_code.co_qualname)
             tb = tb.tb_next
-        where = (
-            "profiler" if "EventProfiler.__init__" in names
-            else "create" if any(name.rsplit(".", 1)[-1] in CREATES for name in names)
-            else "elsewhere"
-        )
-        landed[where] += 1
         del exc, tb
-    # The wrapper an interrupt left behind was destroyed as its last reference went.
-    held = (tuple(api.live_handles()), (live_events(), live_streams()))
-    if held != ((0, 0), base):
-        mismatches.append((i, held))
-stop.set()
-print(json.dumps({{"landed": landed, "mismatches": mismatches[:10], "loops": i}}))
+        return "profiler" if "EventProfiler.__init__" in names else "elsewhere"
+    finally:
+        # The wrapper an interrupt left behind was destroyed as its last reference went.
+        held = (tuple(api.live_handles()), (live_events(), live_streams()))
+        if held != ((0, 0), base):
+            mismatches.append((op.__name__, held))
+    return None
+
+
+quiet()
+# Every create interrupted from inside the driver's create call.
+for i in range(2 * {min_creates}):
+    op, call = (event, CREATE_EVENT) if i % 2 else (stream, CREATE_STREAM)
+    emu.signal_calls(call, SIG)
+    if attempt(op) is not None:
+        landed["create"] += 1
+
+# Profilers, each interrupted inside the create of its stream.
+for i in range({min_profilers}):
+    emu.signal_calls(CREATE_STREAM, SIG)
+    where = attempt(profiler)
+    if where is not None:
+        landed[where] += 1
+print(json.dumps({{"landed": landed, "mismatches": mismatches[:10]}}))
 """
 
 
@@ -143,20 +142,20 @@ def test_no_interrupt_in_a_create_leaks_a_handle(kind: DriverName, core: str) ->
     code = _CHILD.format(
         tests=str(REPO_ROOT / "tests"),
         kind=kind,
-        budget=BUDGET_S,
         min_creates=MIN_CREATES,
         min_profilers=MIN_PROFILERS,
+        creates=CREATES[kind],
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
         env=preload_env(kind, env),
         capture_output=True,
         text=True,
-        timeout=BUDGET_S + 60,
+        timeout=RUN_TIMEOUT_S,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
     assert result["mismatches"] == [], result
-    assert result["landed"]["create"] >= MIN_CREATES, result
-    assert result["landed"]["profiler"] >= MIN_PROFILERS, result
+    assert result["landed"]["create"] == 2 * MIN_CREATES, result
+    assert result["landed"]["profiler"] == MIN_PROFILERS, result

@@ -197,7 +197,6 @@ def test_plugin_api_is_a_major_minor_pair() -> None:
 MODULE_NAMES = {
     "eventapi.driverkit": {
         "CaptureCheckMixin",
-        "CompiledFastPath",
         "DriverBackend",
         "DriverCalls",
         "Event",
@@ -206,12 +205,10 @@ MODULE_NAMES = {
         "LiveHandles",
         "Stream",
         "c_int_out",
-        "compiled_fast_path",
         "foreign_stream_handle",
         "launch_host_func",
         "ms_to_ns",
         "open_driver_library",
-        "release_spare_events",
     },
     "eventapi.driverkit.probe": {"c_int_out", "installed_version", "open_driver_library"},
     "eventapi.host": {"HostBackend"},
@@ -258,15 +255,15 @@ FAST_PATH = {
     "event_record_unless_capturing",
     "event_elapsed_many",
 }
-DRIVERKIT_EXTRAS = {"SPARE_EVENTS", "device", "live_handles"}
+EXTRAS = {"device", "live_handles"}
 BACKEND_ATTRIBUTES = {
     "host": PROTOCOL
     | CAPABILITIES
     | FAST_PATH
-    | DRIVERKIT_EXTRAS
+    | EXTRAS
     | {"begin_capture", "end_capture", "inject_fault", "stamp_ns"},
-    "cuda": PROTOCOL | CAPABILITIES | FAST_PATH | DRIVERKIT_EXTRAS,
-    "hip": PROTOCOL | CAPABILITIES | FAST_PATH | DRIVERKIT_EXTRAS,
+    "cuda": PROTOCOL | CAPABILITIES | FAST_PATH | EXTRAS,
+    "hip": PROTOCOL | CAPABILITIES | FAST_PATH | EXTRAS,
 }
 
 

@@ -33,37 +33,45 @@ Fork. CUDA cannot be used in a child forked after the parent began initializing 
 In such a child this module refuses to build a backend object
 (:class:`~eventapi.BackendUnavailableError`), the parent's objects refuse every call, and
 nothing collected there calls the driver.
+
+Handles. The events and streams are ``_native.Event`` and ``_native.Stream``, whose C struct
+holds the driver's handle, the backend object and their state; the calls are ``_native.Backend``'s,
+made in C with their checks (``_native.c`` states the rules; docs/native.md says why).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import os
+import sys
+import sysconfig
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, final
 
 from cuda.bindings import driver
 
-from eventapi import BackendUnavailableError, DriverError
-from eventapi.driverkit import (
-    CaptureCheckMixin,
-    DriverBackend,
-    DriverCalls,
-    EventQueryMixin,
-    HostFuncMixin,
-    compiled_fast_path,
-    foreign_stream_handle,
-    launch_host_func,
-)
+from eventapi import BackendUnavailableError, CaptureError, DriverError, EventStateError
+from eventapi.driverkit import DriverCalls, LiveHandles, foreign_stream_handle, launch_host_func
+
+if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    raise ImportError(
+        "eventapi-cuda needs the GIL, which this free-threaded CPython build does not have: "
+        "its compiled handles rely on it (docs/native.md); use the default build of CPython"
+    )
 
 from . import _native
 
 if TYPE_CHECKING:
-    from eventapi import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
-    from eventapi.driverkit import Event, Stream
+    from eventapi import (
+        EventApi,
+        SupportsCaptureCheck,
+        SupportsEventQuery,
+        SupportsFastPath,
+        SupportsHostFunc,
+    )
 
 __all__ = ["CudaBackend"]
 
@@ -97,6 +105,11 @@ _NATIVE_CALLS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("cuStreamWaitEvent", (3020,)),  # (CUstream, CUevent, unsigned int)
     ("cuStreamSynchronize", (2000,)),  # (CUstream)
     ("cuStreamIsCapturing", (10000,)),  # (CUstream, CUstreamCaptureStatus *), an enum
+    ("cuLaunchHostFunc", (10000,)),  # (CUstream, CUhostFn, void *)
+    ("cuCtxGetCurrent", (4000,)),  # (CUcontext *)
+    ("cuCtxSetCurrent", (4000,)),  # (CUcontext)
+    ("cuCtxPushCurrent", (4000,)),  # cuCtxPushCurrent_v2 (CUcontext)
+    ("cuCtxPopCurrent", (4000,)),  # cuCtxPopCurrent_v2 (CUcontext *)
 )
 # cuda.bindings resolves the per-thread default stream's variants of the stream calls when
 # this variable is set to anything (it tests os.getenv's string); so does this module, so that
@@ -135,12 +148,6 @@ _call = DriverCalls(
         _CUresult.CUDA_ERROR_LAUNCH_FAILED,
     ),
 )
-
-# The fast path's common case in C, on driverkit's own handles: _native.FastPath, first among
-# the backend's bases, takes six of the fast path's calls and hands anything else to the
-# driverkit methods (see eventapi.driverkit.compiled_fast_path). It reads whether the context
-# is lost from _call, which is what _context_lost() returns.
-_native.configure_fast_path(*compiled_fast_path(), _call)
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -187,7 +194,7 @@ def _configure_native() -> None:
         else driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
     )
     found = driver.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS
-    addresses = []
+    calls = []
     for name, abis in _NATIVE_CALLS:
         abi = next((abi for abi in abis if abi <= version), None)
         address, status = (
@@ -201,14 +208,21 @@ def _configure_native() -> None:
                 f"{name} of the ABI this backend calls (CUDA {abis[-1] // 1000}."
                 f"{abis[-1] % 1000 // 10}); update the NVIDIA driver"
             )
-        addresses.append(int(address))
+        calls.append((name, int(address)))
     _native.configure(
-        tuple(addresses),
-        tuple(name for name, _ in _NATIVE_CALLS),
-        _native_failure,
-        int(_CUresult.CUDA_ERROR_NOT_READY),
-        _SYNC_EVENT_FLAGS,
-        _SPIN_NS,
+        tuple(calls),
+        contexts=True,
+        not_ready=int(_CUresult.CUDA_ERROR_NOT_READY),
+        event_flags=_EVENT_FLAGS,
+        stream_flags=_STREAM_FLAGS,
+        sync_event_flags=_SYNC_EVENT_FLAGS,
+        spin_ns=_SPIN_NS,
+        fail=_native_failure,
+        adopt=_adopt,
+        log=_log.log,
+        is_finalizing=sys.is_finalizing,
+        state_error=EventStateError,
+        capture_error=CaptureError,
     )
 
 
@@ -220,9 +234,14 @@ def _native_failure(call: str, status: int) -> DriverError:
     return error
 
 
+def _adopt(stream: object) -> int | None:
+    # A stream eventapi did not create: a framework's, a driver.CUstream, or a raw handle.
+    return foreign_stream_handle("cuda", stream, native=(driver.CUstream,))
+
+
 def _release_primary_context(device: Any) -> None:
-    # From a finalizer: whatever happens is only worth a log line. In a forked child or after
-    # the context was lost, the driver is not called at all.
+    # Once a backend object and every handle of it are gone (_native.Backend's on_gone): what
+    # happens is only worth a log line. Never in a forked child or after the context was lost.
     if _forked_after_init or _call.lost is not None:
         return
     try:
@@ -235,27 +254,22 @@ def _release_primary_context(device: Any) -> None:
 
 
 @final
-class CudaBackend(
-    _native.FastPath,
-    EventQueryMixin[int, int],
-    CaptureCheckMixin[int, int],
-    HostFuncMixin[int, int],
-):
+class CudaBackend(_native.Backend):
     """The CUDA driver's events and streams on one device.
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
-    one object per device; constructing one directly is fine too. Events are created with timing
-    enabled and ``CU_EVENT_BLOCKING_SYNC`` (``event_wait`` queries for up to 100 µs, then sleeps
-    instead of spinning), streams with ``CU_STREAM_NON_BLOCKING``; ``stream_synchronize`` waits
-    as ``event_wait`` does, on a blocking-sync event recorded into the stream, whatever the
-    context's scheduling flag (by default the driver's own synchronize spins a core). Handles
-    are ints, the driver's pointers: ``Stream.raw`` is the stream's address. Every driver
-    failure raises :class:`~eventapi.DriverError` with the driver's own name and text for the
-    code. Besides its own streams, any call taking a stream accepts a framework's (an object
-    with ``__cuda_stream__``: cuda.core, CuPy, PyTorch), a ``driver.CUstream``, or a raw integer
-    handle (``0`` the legacy default stream, ``2`` the per-thread default stream), which is
-    trusted as given: without the driver it cannot be validated. Such streams are never
-    destroyed here.
+    one object per device; constructing one directly is fine too, and that object owns its own
+    handles. Events are created with timing enabled and ``CU_EVENT_BLOCKING_SYNC``
+    (``event_wait`` queries for up to 100 µs, then sleeps instead of spinning), streams with
+    ``CU_STREAM_NON_BLOCKING``; ``stream_synchronize`` waits as ``event_wait`` does, on a
+    blocking-sync event recorded into the stream, whatever the context's scheduling flag (by
+    default the driver's own synchronize spins a core). ``Stream.raw`` is the stream's address.
+    Every driver failure raises :class:`~eventapi.DriverError` with the driver's own name and
+    text for the code. Besides its own streams, any call taking a stream accepts a framework's
+    (an object with ``__cuda_stream__``: cuda.core, CuPy, PyTorch), a ``driver.CUstream``, or a
+    raw integer handle (``0`` the legacy default stream, ``2`` the per-thread default stream),
+    which is trusted as given: without the driver it cannot be validated. Such streams are
+    never destroyed here.
 
     Raises :class:`~eventapi.BackendUnavailableError` when the driver library is missing, the
     driver is too old, there is no device ``device``, or the process was forked after its
@@ -264,18 +278,11 @@ class CudaBackend(
     """
 
     BACKEND = "cuda"
-    # A closed fence's driver event serves the next fence: one create and destroy saved per
-    # fence (and the context check before a create). See DriverBackend.SPARE_EVENTS.
-    SPARE_EVENTS = 16
-
-    __slots__ = ("_context", "_context_handle", "_device", "_ordinal", "_retained")
 
     def __init__(self, device: int = 0) -> None:
         ordinal = operator.index(device)
         if ordinal < 0:
             raise ValueError(f"cuda: device must be a device index >= 0, got {ordinal}")
-        super().__init__()
-        self._ordinal = ordinal
         try:
             _init_driver()
             count = _call(driver.cuDeviceGetCount)
@@ -286,8 +293,8 @@ class CudaBackend(
                     if count
                     else "cuda: no CUDA device visible (cuDeviceGetCount returned 0)"
                 )
-            self._device = _call(driver.cuDeviceGet, ordinal)
-            self._context = _call(driver.cuDevicePrimaryCtxRetain, self._device)
+            handle = _call(driver.cuDeviceGet, ordinal)
+            context = _call(driver.cuDevicePrimaryCtxRetain, handle)
         except DriverError as exc:
             reason = (
                 "no CUDA device visible"
@@ -295,120 +302,34 @@ class CudaBackend(
                 else f"device {ordinal} cannot be used"
             )
             raise BackendUnavailableError(f"cuda: {reason}: {exc}") from exc
-        self._context_handle = int(self._context)
-        self._retained = True  # released by _last_handle_gone
-
-    @property
-    def device(self) -> int:
-        """The device index this backend object was built for."""
-        return self._ordinal
+        # The context is released once this object and all its handles are gone.
+        release = functools.partial(_release_primary_context, handle)
+        super().__init__(self.BACKEND, ordinal, int(context), release)
 
     def __repr__(self) -> str:
-        return f"<CudaBackend device={self._ordinal}>"
+        return f"<CudaBackend device={self.device}>"
 
-    def _shares_handles_with(self, other: DriverBackend[Any, Any]) -> bool:
-        return type(other) is CudaBackend and other._ordinal != self._ordinal
+    def live_handles(self) -> LiveHandles:
+        """Events and streams this backend object created and has not destroyed yet."""
+        events, streams, _ = self._live_counts()
+        return LiveHandles(events, streams)
 
-    def _context_lost(self) -> DriverError | None:
-        return _call.lost
+    def stream_launch_host_func(self, stream: object, fn: Callable[[], object]) -> None:
+        """Run ``fn()`` on a driver thread when ``stream`` reaches this point.
 
-    def _new_lock(self) -> AbstractContextManager[object]:
-        # _native.FastPath takes this one without a method call (see _native.c, "Lock").
-        return _native.Lock()
-
-    def _last_handle_gone(self) -> None:
-        # The object was collected and every event and stream made in the context is gone
-        # (in a reference cycle their finalizers may run after the object's): release it now.
-        if getattr(self, "_retained", False):
-            self._retained = False
-            _release_primary_context(self._device)
-
-    # -- threads and contexts -----------------------------------------------------------------
-
-    def _bind_thread(self) -> None:
-        current = _call(driver.cuCtxGetCurrent)
-        if current is None or not int(current):
-            _call(driver.cuCtxSetCurrent, self._context)
-
-    def _in_context(self, call: Callable[..., None], *args: object) -> None:
-        # Events and streams are made in the current context, and a stream synchronize waits
-        # on an event made there: this backend's, pushed for the call when another is current.
-        current = _call(driver.cuCtxGetCurrent)
-        if current is not None and int(current) == self._context_handle:
-            call(*args)
-            return
-        try:
-            _call(driver.cuCtxPushCurrent, self._context)
-            call(*args)
-        finally:
-            # Popped when pushed, which the context now current tells: an interrupt can land
-            # as the push returns, before this frame could note it.
-            now = _call(driver.cuCtxGetCurrent)
-            if now is not None and int(now) == self._context_handle:
-                _call(driver.cuCtxPopCurrent)
-
-    def _exported_handle(self, raw: int) -> int:
-        # The handle is the stream's address, as __cuda_stream__ gives it to a framework.
-        return raw
-
-    def _adopt_stream(self, stream: object) -> int | None:
-        return foreign_stream_handle(self.BACKEND, stream, native=(driver.CUstream,))
-
-    # -- the driver calls ---------------------------------------------------------------------
-    #
-    # Handles are ints (the driver's pointers). The hot calls are _native.c's, made on the
-    # driver directly (docs/native.md); the rest go through cuda.bindings.
-
-    def _raw_event_create(self) -> int:
-        created: list[int] = []
-        self._raw_event_create_into(created.append)
-        return created[0]
-
-    def _raw_event_create_into(self, store: Callable[[int], None]) -> None:
-        self._in_context(_native.event_create, _EVENT_FLAGS, store)
-
-    def _raw_stream_create_non_blocking(self) -> int:
-        created: list[int] = []
-        self._raw_stream_create_into(created.append)
-        return created[0]
-
-    def _raw_stream_create_into(self, store: Callable[[int], None]) -> None:
-        self._in_context(_native.stream_create, _STREAM_FLAGS, store)
-
-    def _raw_stream_synchronize(self, stream: int) -> None:
-        self._in_context(_native.stream_synchronize, stream)
-
-    # The other raw calls are _native's functions themselves, bound as static methods: the
-    # base's call reaches C with no Python frame between. (mypy types a staticmethod as its
-    # callable, without the self of the method it overrides; _native.pyi gives the types.)
-    _raw_event_destroy = staticmethod(_native.event_destroy)  # type: ignore[assignment]
-    _raw_event_destroy_from = staticmethod(_native.event_destroy_from)  # type: ignore[assignment]
-    _raw_event_record = staticmethod(_native.event_record)  # type: ignore[assignment]
-    _raw_event_record_unless_capturing = staticmethod(_native.event_record_unless_capturing)  # type: ignore[assignment]
-    _raw_event_wait = staticmethod(_native.event_wait)  # type: ignore[assignment]
-    _raw_event_query = staticmethod(_native.event_query)  # type: ignore[assignment]
-    _raw_event_elapsed_ns = staticmethod(_native.event_elapsed_ns)  # type: ignore[assignment]
-    _raw_event_elapsed_ns_many = staticmethod(_native.event_elapsed_ns_many)  # type: ignore[assignment]
-    _raw_stream_wait_event = staticmethod(_native.stream_wait_event)  # type: ignore[assignment]
-    _raw_stream_destroy = staticmethod(_native.stream_destroy)  # type: ignore[assignment]
-    _raw_stream_destroy_from = staticmethod(_native.stream_destroy_from)  # type: ignore[assignment]
-    # ACTIVE and INVALIDATED both refuse a timing event; only NONE (0) is free.
-    _raw_stream_is_capturing = staticmethod(_native.stream_is_capturing)  # type: ignore[assignment]
-
-    def _raw_launch_host_func(self, stream: int, fn: Callable[[], object]) -> None:
-        launch_host_func(
-            self.BACKEND,
-            fn,
-            lambda address, key: _call(
-                driver.cuLaunchHostFunc, stream, driver.CUhostFn(address), key
-            ),
-        )
+        Later work on the stream waits for ``fn`` to return; an exception it raises is
+        logged. Raises :class:`~eventapi.CaptureError` while ``stream`` captures a graph.
+        """
+        if not callable(fn):
+            raise TypeError(f"stream_launch_host_func needs a callable, got {fn!r}")
+        launch_host_func(self.BACKEND, fn, functools.partial(self._enqueue_host_func, stream))
 
 
 if TYPE_CHECKING:
 
     def _conforms(backend: CudaBackend) -> None:
-        _api: EventApi[Event[int], Stream[int]] = backend
-        _query: SupportsEventQuery[Event[int]] = backend
-        _capture: SupportsCaptureCheck[Stream[int]] = backend
-        _host_func: SupportsHostFunc[Stream[int]] = backend
+        _api: EventApi[_native.Event, _native.Stream] = backend
+        _query: SupportsEventQuery[_native.Event] = backend
+        _capture: SupportsCaptureCheck[_native.Stream] = backend
+        _host_func: SupportsHostFunc[_native.Stream] = backend
+        _fast: SupportsFastPath[_native.Event, _native.Stream] = backend

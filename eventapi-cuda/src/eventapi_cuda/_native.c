@@ -1,165 +1,694 @@
 /*
- * The hot driver calls of an eventapi backend, made from C: eventapi_cuda._native and
- * eventapi_hip._native are this one file (see docs/native.md for why C, and how each
- * distribution carries it).
+ * The handles and hot calls of eventapi's cuda and hip backends: eventapi_cuda._native and
+ * eventapi_hip._native are this one file (eventapi-hip links to it). docs/native.md says why C.
  *
- * It knows no driver. CUDA's and HIP's event and stream calls have the same shapes
- * (cuEventRecord / hipEventRecord (event, stream), cuEventElapsedTime / hipEventElapsedTime
- * (float *, start, end), cuStreamIsCapturing / hipStreamIsCapturing (stream, int *) ...), both
- * status types are C enums (int) with 0 for success, and both handles are pointers. The
- * backend resolves the function addresses in Python (cuGetProcAddress; the HIP library the
- * binding already loaded) and hands them to configure() with the status that means "not
- * ready", the flags of the event a stream synchronize waits on, and a Python callable that
- * builds the DriverError for a failed call. No driver header is needed to build it.
+ * Three types. Backend is the base class of CudaBackend and HipBackend: its struct holds one
+ * device's state (the device, live counts, the spare events of closed fences). Event and
+ * Stream are the handles it gives out: the struct holds the driver's handle, the Backend that
+ * owns it (a strong reference), its state (open, recorded, reached, a fence's, created here)
+ * and the count of calls in flight that released the GIL. The driver's create writes into the
+ * struct and a destroy swaps the handle out before the driver call, so no interrupt can come
+ * between the driver and the wrapper. A closed, foreign or never-recorded handle is refused by
+ * comparisons here, before the driver sees it.
  *
- * Handles cross into Python as plain ints (the pointer's value). Nothing here checks that a
- * handle is live: the Python layer (eventapi.driverkit) refuses a closed, foreign or
- * never-recorded handle before it gets here.
+ * The rules, which every function below follows:
  *
- * The GIL: kept for the quick calls (record, query, elapsed, create, an event's destroy, the
- * capture check), released around everything that can wait for the device (an event wait, a
- * stream synchronize, a stream destroy: HIP's waits for the stream's last command), where a
- * host function the driver runs on its own thread needs it.
+ * - The GIL is held across the quick driver calls (create, record, query, elapsed, the capture
+ *   check, an event's destroy) and released across those that can wait for the device (an
+ *   event wait, a stream synchronize, a stream destroy: HIP's waits for the stream's last
+ *   command), where a host function the driver runs needs the GIL.
+ * - Checks and the driver call they guard run in one stretch of C that calls no Python API
+ *   that can run Python code (no allocation, no callback): another thread or a finalizer can
+ *   only run where the GIL is released or Python code runs, and neither happens there. What
+ *   allocates (a new wrapper, a result) is made before the checks or after the driver calls.
+ * - A call that releases the GIL counts itself on the handle (users) first. A destroy meanwhile
+ *   closes and uncounts the handle and leaves the driver handle in it; the last call out
+ *   destroys it. So a destroy from another thread during a wait, a query or a collect is safe
+ *   by construction: it never reaches the driver while a call of ours uses the handle.
+ * - fork(): a child counts the fork (pthread_atfork), and a Backend made before it refuses
+ *   every call there and never calls the driver, not even from a finalizer: the parent owns
+ *   its handles.
+ * - A free-threaded interpreter has no GIL to rely on; the package refuses to import there
+ *   (and cannot load this abi3 build). Supporting it would take a critical section per handle
+ *   around each check-and-call, and atomic users counts.
+ * - The configuration is the process's (the driver library is), so a second interpreter of the
+ *   process is refused at import.
  *
- * Built against the stable ABI of CPython 3.11, so one abi3 build serves 3.11 and later.
+ * What it gets from Python (configure()): the drivers' function addresses and names, the codes
+ * and flags it needs, the exception types it raises, and callbacks it calls by design: fail
+ * (builds a DriverError), adopt (a foreign stream's handle), log (a destroy that failed in a
+ * finalizer, a lost device), is_finalizing; and per Backend, on_gone (releases the device's
+ * context once the object and all its handles are gone). It reads or writes no attribute of
+ * any Python object. No driver header is needed: the prototypes are declared here.
  *
- * References are counted through the interpreter's own functions (Py_IncRef, Py_DecRef), never
- * the headers' inline macros, because the headers an abi3 build is compiled with need not be
- * those of the interpreter that loads it: a cp311-abi3 wheel built on 3.12 installs on 3.11,
- * and the in-place build of a checkout serves every venv of `make matrix`. The headers of 3.12,
- * and of 3.13 before CPython gh-134989 was fixed (June 2025), treat None, True and False as
- * immortal (PEP 683) even under Py_LIMITED_API 0x030B0000: their Py_RETURN_NONE, Py_RETURN_TRUE
- * and Py_RETURN_FALSE return them without a reference. Loaded by 3.11, each such return hands
- * out a reference that was never taken, until the count reaches zero and the interpreter aborts
- * ("deallocating None"). The functions count as the running interpreter does, whatever headers
- * built the file. tests/test_native_abi.py builds it with each newer interpreter's headers it
- * finds and runs it on 3.11, and checks that no counting macro is left in it.
+ * Built against the stable ABI of CPython 3.11 (one abi3 build for 3.11 and later), and counts
+ * references through Py_IncRef and Py_DecRef, never the headers' macros, which in the headers
+ * of 3.12 and early 3.13 treat None, True and False as immortal even for an abi3 build:
+ * loaded by 3.11, such a build would free None (tests/test_native_abi.py checks).
  */
 #define Py_LIMITED_API 0x030B0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <time.h>
 
-/* A new reference to `obj`: what a call returns. */
-static PyObject *new_ref(PyObject *obj) {
-    Py_IncRef(obj);
-    return obj;
-}
-
-#define RETURN_NONE return new_ref(Py_None)
-#define RETURN_TRUE return new_ref(Py_True)
-#define RETURN_FALSE return new_ref(Py_False)
+#define NEW_REF(obj) (Py_IncRef(obj), (obj))
+#define RETURN_NONE return NEW_REF(Py_None)
+#define RETURN_BOOL(value) return NEW_REF((value) ? Py_True : Py_False)
+#define FASTCALL(fn) (PyCFunction)(void (*)(void))(fn), METH_FASTCALL
 
 typedef int status_t;
-
 typedef status_t (*create_fn)(void **out, unsigned int flags);
 typedef status_t (*handle_fn)(void *handle);
-typedef status_t (*record_fn)(void *event, void *stream);
+typedef status_t (*pair_fn)(void *first, void *second);
 typedef status_t (*elapsed_fn)(float *ms, void *start, void *end);
 typedef status_t (*capturing_fn)(void *stream, int *capture_status);
-typedef status_t (*stream_wait_fn)(void *stream, void *event, unsigned int flags);
+typedef status_t (*wait_fn)(void *stream, void *event, unsigned int flags);
+typedef status_t (*launch_fn)(void *stream, void (*fn)(void *), void *data);
+typedef status_t (*get_fn)(void *out);
+typedef status_t (*device_fn)(int ordinal);
 
-/* The calls, in the order configure() takes their addresses and names. */
+/* The driver calls, in the order configure() takes them. CUDA's device is a context (get,
+   set, push, pop: cuCtxGetCurrent ...); HIP's an ordinal (get, set: hipGetDevice ...). */
 enum {
-    EVENT_CREATE,
-    EVENT_DESTROY,
-    EVENT_RECORD,
-    EVENT_QUERY,
-    EVENT_SYNCHRONIZE,
-    EVENT_ELAPSED,
-    STREAM_CREATE,
-    STREAM_DESTROY,
-    STREAM_WAIT_EVENT,
-    STREAM_SYNCHRONIZE,
-    STREAM_IS_CAPTURING,
-    CALL_COUNT
+    EVENT_CREATE, EVENT_DESTROY, EVENT_RECORD, EVENT_QUERY, EVENT_SYNCHRONIZE, EVENT_ELAPSED,
+    STREAM_CREATE, STREAM_DESTROY, STREAM_WAIT_EVENT, STREAM_SYNCHRONIZE, STREAM_IS_CAPTURING,
+    LAUNCH_HOST_FUNC, DEVICE_GET, DEVICE_SET, CONTEXT_PUSH, CONTEXT_POP, CALL_COUNT
 };
 
-/* An invalid handle: the status a record returns for an event and a stream of two devices. */
-#define STATUS_INVALID_HANDLE 400
+#define STATUS_INVALID_HANDLE 400 /* CUDA's and HIP's: a record into another device's stream */
+#define SPARES 16                 /* driver events of closed fences a Backend keeps */
+#define MAX_SPIN_NS 60000000000LL
 
 static struct {
-    int configured;
+    int configured, contexts; /* contexts: CUDA's model (a context per device) */
     void *fn[CALL_COUNT];
-    PyObject *name[CALL_COUNT]; /* the driver's name of each call, for its DriverError */
-    PyObject *fail;             /* fail(name, status) -> the exception to raise */
-    status_t not_ready;
-    unsigned int sync_event_flags;
+    PyObject *name[CALL_COUNT];
+    PyObject *fail, *adopt, *log, *is_finalizing, *state_error, *capture_error;
+    status_t not_ready, lost;
+    unsigned int event_flags, stream_flags, sync_event_flags;
     long long spin_ns;
-    status_t lost; /* a sticky status: every later call fails with it without calling */
-} cfg;
+    int64_t interpreter;
+} cfg = {.interpreter = -1};
 
 #define CALL(slot, type) ((type)cfg.fn[slot])
 
-/* Raise fail(name, status) for a call that returned `status`; returns NULL. */
-static PyObject *raise_status(int slot, status_t status) {
-    PyObject *exc = PyObject_CallFunction(cfg.fail, "Oi", cfg.name[slot], (int)status);
-    if (exc == NULL) return NULL;
-    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-    Py_DecRef(exc);
-    return NULL;
-}
+static volatile unsigned long forks; /* fork()s this process came through */
+static _Thread_local int thread_bound; /* this thread has a current context (CUDA) */
+static void count_fork(void) { forks++; }
 
-static int ready(void) {
-    if (!cfg.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "the native driver calls were not configured");
-        return 0;
-    }
-    return 1;
-}
+/* -- the types ------------------------------------------------------------------------------ */
 
-/* The configured, not-lost check every call opens with; a lost device raises for `slot`. */
-#define OPEN(slot)                                                                            \
-    do {                                                                                      \
-        if (!ready()) return NULL;                                                            \
-        if (cfg.lost != 0) return raise_status((slot), cfg.lost);                             \
-    } while (0)
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;    /* "cuda", "hip": the BACKEND of log lines and messages */
+    PyObject *on_gone; /* called once the object is gone (and so every handle of it) */
+    void *device;      /* CUDA: the context; HIP: the ordinal */
+    int ordinal, switches, ready, lost_logged;
+    unsigned long born; /* forks when made */
+    long live_events, live_streams;
+    int spare_count;
+    void *spares[SPARES];
+} Backend;
 
-static int arg_count(const char *fn, Py_ssize_t nargs, Py_ssize_t want) {
+enum { OPEN = 1, RECORDED = 2, REACHED = 4, FENCE = 8, OWNED = 16 };
+
+typedef struct {
+    PyObject_HEAD
+    void *raw; /* the driver's handle; NULL once released, or never created */
+    Backend *owner;
+    Py_ssize_t users; /* calls in flight with the GIL released */
+    unsigned int flags;
+} Handle;
+
+static PyTypeObject *backend_type, *event_type, *stream_type;
+
+#define IS_EVENT(obj) (Py_TYPE((PyObject *)(obj)) == event_type)
+#define IS_STREAM(obj) (Py_TYPE((PyObject *)(obj)) == stream_type)
+#define FORKED(b) ((b)->born != forks)
+/* Another device of the same driver: its events may be waited on, queried and waited for. */
+#define SIBLING(b, o) \
+    (Py_TYPE((PyObject *)(o)) == Py_TYPE((PyObject *)(b)) && (o)->ordinal != (b)->ordinal)
+
+/* -- errors ---------------------------------------------------------------------------------- */
+
+static int arity(const char *call, Py_ssize_t nargs, Py_ssize_t want) {
     if (nargs == want) return 1;
-    PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", fn, want, nargs);
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", call, want, nargs);
     return 0;
 }
 
-/* A handle from Python: a non-negative int below 2**64 (0 is the default stream). */
-static int handle_arg(PyObject *obj, void **out) {
-    if (!PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "a driver handle is an int, got %R", obj);
-        return 0;
+static PyObject *raise_status(int slot, status_t status) {
+    PyObject *exc = PyObject_CallFunction(cfg.fail, "Oi", cfg.name[slot], (int)status);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DecRef(exc);
     }
-    unsigned long long value = PyLong_AsUnsignedLongLong(obj);
-    if (value == (unsigned long long)-1 && PyErr_Occurred()) return 0;
-    *out = (void *)(uintptr_t)value;
+    return NULL;
+}
+
+static void *refuse(PyObject *type, const char *format, ...) {
+    va_list va;
+    va_start(va, format);
+    PyObject *text = PyUnicode_FromFormatV(format, va);
+    va_end(va);
+    if (text != NULL) PyErr_SetObject(type, text);
+    Py_DecRef(text);
+    return NULL;
+}
+
+static void *refuse_closed(Backend *b, const char *call, PyObject *h) {
+    return refuse(cfg.state_error,
+                  "%U: %s refused %R: it was already destroyed; create a new one (a destroyed "
+                  "handle is never passed to the driver)",
+                  b->name, call, h);
+}
+
+static void *refuse_foreign(Backend *b, const char *call, PyObject *h, int event) {
+    const char *what = event ? "an event" : "a stream";
+    if ((IS_EVENT(h) || IS_STREAM(h)) && SIBLING(b, ((Handle *)h)->owner))
+        return refuse(cfg.state_error,
+                      "%U: %s refused %R: it belongs to another device, and %s needs %s of this "
+                      "one (%R); across devices only stream_wait_event(stream, event), "
+                      "event_wait(event) and event_query(event) take another device's event. "
+                      "Make the call on the handle's own backend object",
+                      b->name, call, h, call, what, (PyObject *)b);
+    return refuse(cfg.state_error,
+                  "%U: %s refused %R: not %s of this %U backend object; pass %s created by the "
+                  "same backend object (eventapi.backend(...) returns one per device)",
+                  b->name, call, h, what, b->name, what);
+}
+
+static void *refuse_unrecorded(Backend *b, const char *call, PyObject *h) {
+    return refuse(cfg.state_error,
+                  "%U: %s refused %R: it was never recorded, so there is nothing to wait for or "
+                  "time; call event_record(event, stream) first",
+                  b->name, call, h);
+}
+
+/* -- entering a call --------------------------------------------------------------------------- */
+
+/* Every call opens with this: a Backend set up, not forked, the driver usable, and the thread
+   bound (CUDA: given this device's context if it had none, so a thread that never touched the
+   driver can wait on an event recorded elsewhere). 1, or 0 with the error set. */
+static int enter(Backend *b, const char *call, int slot) {
+    if (!b->ready)
+        return refuse(PyExc_RuntimeError, "%s: the backend object was not initialized", call),
+               0;
+    if (FORKED(b))
+        return refuse(cfg.state_error,
+                      "%U: %s refused: this backend object was created before fork(), in the "
+                      "parent process; it and its handles are not usable in this process. Create "
+                      "a new backend object here, or start worker processes with "
+                      "multiprocessing's 'spawn' or 'forkserver' method",
+                      b->name, call),
+               0;
+    if (cfg.lost != 0) return raise_status(slot, cfg.lost), 0;
+    if (cfg.contexts && !thread_bound) {
+        void *current = NULL;
+        status_t status = CALL(DEVICE_GET, get_fn)(&current);
+        if (status == 0 && current == NULL)
+            status = CALL(DEVICE_SET, handle_fn)(b->device);
+        if (status != 0) return raise_status(current == NULL ? DEVICE_SET : DEVICE_GET, status), 0;
+        thread_bound = 1;
+    }
     return 1;
 }
 
-/* An int from Python within [low, high]; OverflowError outside. long long: wide enough for
-   every bound here (UINT_MAX included) on every data model. */
-static int int_arg(PyObject *obj, long long low, long long high, const char *what,
-                   long long *out) {
-    if (!PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int, got %R", what, obj);
-        return 0;
+/* Make this Backend's device current for a create, as *restore says how to undo; 0 on failure
+   with the error set. CUDA pushes the context when another is current; HIP switches device. */
+static int device_on(Backend *b, intptr_t *restore) {
+    *restore = -1;
+    if (cfg.contexts) {
+        void *current = NULL;
+        status_t status = CALL(DEVICE_GET, get_fn)(&current);
+        if (status == 0 && current != b->device) {
+            status = CALL(CONTEXT_PUSH, handle_fn)(b->device);
+            *restore = 1;
+        }
+        return status == 0 ? 1 : (raise_status(*restore == 1 ? CONTEXT_PUSH : DEVICE_GET, status), 0);
     }
-    long long value = PyLong_AsLongLong(obj);
-    if (value == -1 && PyErr_Occurred()) return 0;
-    if (value < low || value > high) {
-        PyErr_Format(PyExc_OverflowError, "%s must lie in [%lld, %lld], got %lld", what, low,
-                     high, value);
-        return 0;
+    if (!b->switches) return 1;
+    int current = 0;
+    status_t status = CALL(DEVICE_GET, get_fn)(&current);
+    if (status == 0 && current != b->ordinal) {
+        status = CALL(DEVICE_SET, device_fn)(b->ordinal);
+        *restore = current;
     }
-    *out = value;
+    return status == 0 ? 1 : (raise_status(*restore >= 0 ? DEVICE_SET : DEVICE_GET, status), 0);
+}
+
+static int device_off(intptr_t restore) {
+    status_t status = 0;
+    if (restore < 0) return 1;
+    if (cfg.contexts) {
+        void *popped = NULL;
+        status = CALL(CONTEXT_POP, get_fn)(&popped);
+    } else {
+        status = CALL(DEVICE_SET, device_fn)((int)restore);
+    }
+    return status == 0 ? 1 : (raise_status(cfg.contexts ? CONTEXT_POP : DEVICE_SET, status), 0);
+}
+
+/* `obj` as this Backend's event (or, with siblings, another device's of the same driver),
+   open, and recorded when `recorded`; else NULL with the error set. */
+static Handle *checked_event(Backend *b, PyObject *obj, const char *call, int recorded,
+                             int siblings) {
+    if (!IS_EVENT(obj)) return refuse_foreign(b, call, obj, 1);
+    Handle *h = (Handle *)obj;
+    if (h->owner != b &&
+        !(siblings && SIBLING(b, h->owner)))
+        return refuse_foreign(b, call, obj, 1);
+    if (!(h->flags & OPEN)) return refuse_closed(b, call, obj);
+    if (recorded && !(h->flags & RECORDED)) return refuse_unrecorded(b, call, obj);
+    return h;
+}
+
+/* The driver handle of `obj`, a stream: this Backend's own (*own set, checked open by
+   open_stream() once nothing more can run Python) or a foreign one adopt() accepts, which may
+   run Python code: so streams are resolved before the checks of the call. */
+static int resolve_stream(Backend *b, PyObject *obj, const char *call, Handle **own,
+                          void **raw) {
+    *own = NULL;
+    if (IS_STREAM(obj)) {
+        if (((Handle *)obj)->owner != b) return refuse_foreign(b, call, obj, 0), 0;
+        *own = (Handle *)obj;
+        return 1;
+    }
+    if (IS_EVENT(obj)) return refuse_foreign(b, call, obj, 0), 0;
+    PyObject *handle = PyObject_CallFunctionObjArgs(cfg.adopt, obj, NULL);
+    if (handle == NULL) return 0;
+    if (handle == Py_None) {
+        Py_DecRef(handle);
+        return refuse(cfg.state_error,
+                      "%U: %s refused %R: not a stream this backend can use; pass one from "
+                      "stream_create_non_blocking() or adopt_stream()",
+                      b->name, call, obj),
+               0;
+    }
+    *raw = PyLong_AsVoidPtr(handle);
+    Py_DecRef(handle);
+    return !PyErr_Occurred();
+}
+
+static int open_stream(Backend *b, Handle *own, const char *call, void **raw) {
+    if (own == NULL) return 1;
+    if (!(own->flags & OPEN)) return refuse_closed(b, call, (PyObject *)own), 0;
+    *raw = own->raw;
     return 1;
 }
 
-/* The longest query spin configure() accepts: far beyond any sensible one, and far from an
-   overflow of now_ns() + spin_ns. */
-#define MAX_SPIN_NS 60000000000LL
+/* -- releasing ------------------------------------------------------------------------------- */
+
+static void log_line(int level, PyObject *message) {
+    if (message == NULL) {
+        PyErr_WriteUnraisable(cfg.log);
+        return;
+    }
+    PyObject *done = PyObject_CallFunction(cfg.log, "iO", level, message);
+    if (done == NULL) PyErr_WriteUnraisable(cfg.log);
+    Py_DecRef(done);
+    Py_DecRef(message);
+}
+
+/* Log the error set now as `what` failed, and clear it: for failures nobody's call can raise. */
+static void log_failure(Backend *b, const char *what) {
+    PyObject *type, *error, *traceback;
+    PyErr_Fetch(&type, &error, &traceback);
+    log_line(30, PyUnicode_FromFormat("%U: %s failed: %S", b->name, what, error));
+    Py_DecRef(type), Py_DecRef(error), Py_DecRef(traceback);
+}
+
+/* The driver's part of a destroy, for a handle closed and uncounted: the driver handle is
+   swapped out first, then kept as a spare (a fence's event seen reached), or destroyed. Not
+   in a forked child (the parent owns it) nor after the device was lost (the driver frees it
+   at exit). 1, or 0 with the driver's error set. */
+static int release(Handle *h) {
+    Backend *b = h->owner;
+    void *raw = h->raw;
+    h->raw = NULL;
+    if (raw == NULL || FORKED(b)) return 1;
+    if (cfg.lost != 0) {
+        if (!b->lost_logged) {
+            b->lost_logged = 1;
+            log_line(40, PyUnicode_FromFormat(
+                             "%U: %R: the device context is lost; its remaining handles are "
+                             "not released one by one, the driver frees them when the process "
+                             "exits; restart the process to use the device again",
+                             b->name, (PyObject *)b));
+        }
+        return 1;
+    }
+    int event = IS_EVENT(h);
+    if (event && (h->flags & (FENCE | REACHED)) == (FENCE | REACHED) && b->spare_count < SPARES) {
+        b->spares[b->spare_count++] = raw;
+        return 1;
+    }
+    if (!enter(b, event ? "event_destroy" : "stream_destroy", EVENT_DESTROY)) return 0;
+    status_t status;
+    if (event) {
+        status = CALL(EVENT_DESTROY, handle_fn)(raw);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = CALL(STREAM_DESTROY, handle_fn)(raw);
+        Py_END_ALLOW_THREADS
+    }
+    return status == 0 ? 1 : (raise_status(event ? EVENT_DESTROY : STREAM_DESTROY, status), 0);
+}
+
+/* Close and uncount `h`; released now, or by the last call out of the driver. */
+static int close_handle(Handle *h) {
+    if (!(h->flags & OPEN)) return 1;
+    h->flags &= ~OPEN;
+    if (IS_EVENT(h)) h->owner->live_events--;
+    else h->owner->live_streams--;
+    return h->users > 0 ? 1 : release(h);
+}
+
+/* A call that released the GIL is out: the last one releases a handle closed meanwhile. A
+   failure there belongs to nobody's call, so it is logged. */
+static void leave(Handle *h) {
+    if (--h->users > 0 || (h->flags & OPEN) || h->raw == NULL) return;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (!release(h)) log_failure(h->owner, "a destroy deferred until a wait returned");
+    PyErr_Restore(type, value, traceback);
+}
+
+static int finalizing(void) {
+    PyObject *answer = PyObject_CallNoArgs(cfg.is_finalizing);
+    int yes = answer == NULL || PyObject_IsTrue(answer);
+    Py_DecRef(answer);
+    PyErr_Clear();
+    return yes;
+}
+
+/* -- Event and Stream ---------------------------------------------------------------------- */
+
+/* A new handle of `b`, closed and uncounted, holding nothing: made before any check. */
+static Handle *new_handle(Backend *b, PyTypeObject *type) {
+    Handle *h = PyObject_New(Handle, type);
+    if (h == NULL) return NULL;
+    h->raw = NULL;
+    h->owner = (Backend *)NEW_REF((PyObject *)b);
+    h->users = 0;
+    h->flags = 0;
+    return h;
+}
+
+/* The safety net for a handle dropped without a destroy: closed, uncounted and released as a
+   destroy would, without raising (a failure is logged); nothing at interpreter shutdown. */
+static void handle_dealloc(PyObject *self) {
+    Handle *h = (Handle *)self;
+    PyTypeObject *type = Py_TYPE(self);
+    if (h->raw != NULL && (IS_EVENT(h) || (h->flags & OWNED))) { /* never an adopted stream */
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (h->flags & OPEN) {
+            h->flags &= ~OPEN;
+            if (IS_EVENT(h)) h->owner->live_events--;
+            else h->owner->live_streams--;
+        }
+        if (!FORKED(h->owner) && !finalizing() && !release(h))
+            log_failure(h->owner, IS_EVENT(h) ? "destroying a dropped event"
+                                              : "destroying a dropped stream");
+        PyErr_Restore(t, v, tb);
+    }
+    Py_DecRef((PyObject *)h->owner);
+    ((freefunc)PyType_GetSlot(type, Py_tp_free))(self);
+    Py_DecRef((PyObject *)type);
+}
+
+static PyObject *handle_repr(PyObject *self) {
+    Handle *h = (Handle *)self;
+    const char *kind = IS_EVENT(h) ? "event" : (h->flags & OWNED) ? "stream" : "adopted stream";
+    if (!(h->flags & OPEN)) return PyUnicode_FromFormat("<%U %s closed>", h->owner->name, kind);
+    const char *state = !IS_EVENT(h) ? "" : (h->flags & RECORDED) ? " recorded" : " new";
+    return PyUnicode_FromFormat("<%U %s %p%s>", h->owner->name, kind, h->raw, state);
+}
+
+static PyObject *get_closed(PyObject *self, void *unused) {
+    (void)unused;
+    RETURN_BOOL(!(((Handle *)self)->flags & OPEN));
+}
+
+static PyObject *get_recorded(PyObject *self, void *unused) {
+    (void)unused;
+    RETURN_BOOL(((Handle *)self)->flags & RECORDED);
+}
+
+static PyObject *get_owned(PyObject *self, void *unused) {
+    (void)unused;
+    RETURN_BOOL(((Handle *)self)->flags & OWNED);
+}
+
+static PyObject *get_backend(PyObject *self, void *unused) {
+    (void)unused;
+    return NEW_REF(((Handle *)self)->owner->name);
+}
+
+/* A stream's driver handle as an int, for the framework that launches work on it; refused once
+   the stream was destroyed, when it means nothing. */
+static PyObject *stream_address(PyObject *self, const char *what) {
+    Handle *h = (Handle *)self;
+    if (!(h->flags & OPEN))
+        return refuse(cfg.state_error,
+                      "%R%s refused: the stream was destroyed, so its handle means nothing; use "
+                      "a live stream",
+                      self, what);
+    return PyLong_FromVoidPtr(h->raw);
+}
+
+static PyObject *get_raw(PyObject *self, void *unused) {
+    (void)unused;
+    return stream_address(self, ".raw");
+}
+
+static PyObject *cuda_stream(PyObject *self, PyObject *unused) {
+    (void)unused;
+    PyObject *address = stream_address(self, ".__cuda_stream__()");
+    if (address == NULL) return NULL;
+    PyObject *pair = Py_BuildValue("(iN)", 0, address);
+    return pair;
+}
+
+static PyObject *no_copy(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return refuse(PyExc_TypeError,
+                  "%R cannot be copied: a driver handle has exactly one owner; pass the same "
+                  "object around instead",
+                  self);
+}
+
+static PyObject *no_pickle(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return refuse(PyExc_TypeError,
+                  "%R cannot be pickled: a driver handle is valid only in the process that "
+                  "created it; create the handle in the process that uses it",
+                  self);
+}
+
+#define HANDLE_METHODS                                                                        \
+    {"__copy__", no_copy, METH_NOARGS, NULL}, {"__deepcopy__", no_copy, METH_O, NULL},         \
+        {"__reduce_ex__", no_pickle, METH_O, NULL}, {"__reduce__", no_pickle, METH_NOARGS, NULL}
+
+static PyMethodDef event_methods[] = {HANDLE_METHODS, {NULL, NULL, 0, NULL}};
+static PyMethodDef stream_methods[] = {
+    HANDLE_METHODS,
+    {"__cuda_stream__", cuda_stream, METH_NOARGS,
+     "(0, address): the stream for cuda.core, CuPy, PyTorch or Numba to adopt, not own"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef event_getset[] = {
+    {"closed", get_closed, NULL, "True once the event was destroyed.", NULL},
+    {"recorded", get_recorded, NULL, "True once the event was recorded into a stream.", NULL},
+    {"backend", get_backend, NULL, "The name of the backend the event belongs to.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyGetSetDef stream_getset[] = {
+    {"closed", get_closed, NULL, "True once the stream was destroyed (never, if adopted).", NULL},
+    {"owned", get_owned, NULL, "True when this backend created the stream and destroys it.",
+     NULL},
+    {"raw", get_raw, NULL, "The driver's handle, for the framework that launches work.", NULL},
+    {"backend", get_backend, NULL, "The name of the backend the stream belongs to.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* -- creating ---------------------------------------------------------------------------------- */
+
+/* A new event or stream of `b`, created by the driver straight into its wrapper on this
+   Backend's device, open and counted. */
+static PyObject *create(Backend *b, int event, const char *call) {
+    Handle *h = new_handle(b, event ? event_type : stream_type);
+    if (h == NULL) return NULL;
+    int slot = event ? EVENT_CREATE : STREAM_CREATE;
+    intptr_t restore;
+    if (enter(b, call, slot) && device_on(b, &restore)) {
+        status_t status = CALL(slot, create_fn)(&h->raw, event ? cfg.event_flags : cfg.stream_flags);
+        if (status == 0) {
+            h->flags = event ? OPEN : OPEN | OWNED;
+            if (event) b->live_events++;
+            else b->live_streams++;
+        }
+        if (device_off(restore) && status == 0) return (PyObject *)h;
+        if (status != 0) raise_status(slot, status);
+    }
+    Py_DecRef((PyObject *)h); /* one created is destroyed by its dealloc, as a dropped one is */
+    return NULL;
+}
+
+static PyObject *event_create(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return create((Backend *)self, 1, "event_create");
+}
+
+static PyObject *stream_create_non_blocking(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return create((Backend *)self, 0, "stream_create_non_blocking");
+}
+
+/* The capture check, then the record unless the stream captures: 1 recorded, 0 capturing,
+   -1 with the error set. */
+static int record_unless_capturing(void *event, void *stream) {
+    int capturing = 0;
+    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
+    if (status != 0) return raise_status(STREAM_IS_CAPTURING, status), -1;
+    if (capturing != 0) return 0; /* active or invalidated: a record would join the graph */
+    status = CALL(EVENT_RECORD, pair_fn)(event, stream);
+    return status == 0 ? 1 : (raise_status(EVENT_RECORD, status), -1);
+}
+
+/* A fence: an event (a spare driver event when there is one) recorded into this Backend's own
+   stream, or None when the stream is capturing. A driver event a record failed on goes back
+   to the driver. */
+static PyObject *event_record_new(PyObject *self, PyObject *arg) {
+    Backend *b = (Backend *)self;
+    const char *call = "event_record_new";
+    if (!enter(b, call, EVENT_RECORD)) return NULL;
+    if (!IS_STREAM(arg) || ((Handle *)arg)->owner != b) return refuse_foreign(b, call, arg, 0);
+    Handle *h = new_handle(b, event_type), *s = (Handle *)arg;
+    if (h == NULL) return NULL;
+    int recorded = -1;
+    if (!(s->flags & OPEN)) {
+        refuse_closed(b, call, arg);
+        goto done;
+    }
+    if (b->spare_count > 0) {
+        h->raw = b->spares[--b->spare_count];
+    } else {
+        int capturing = 0;
+        status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(s->raw, &capturing);
+        if (status != 0) {
+            raise_status(STREAM_IS_CAPTURING, status);
+            goto done;
+        }
+        if (capturing) {
+            recorded = 0;
+            goto done;
+        }
+        intptr_t restore;
+        if (!device_on(b, &restore)) goto done;
+        status = CALL(EVENT_CREATE, create_fn)(&h->raw, cfg.event_flags);
+        if (!device_off(restore) || (status != 0 && !raise_status(EVENT_CREATE, status)))
+            goto done;
+    }
+    h->flags = OPEN; /* counted from here: a failure below destroys it as a destroy would */
+    b->live_events++;
+    recorded = record_unless_capturing(h->raw, s->raw);
+    if (recorded == 1) {
+        h->flags |= RECORDED | FENCE;
+        return (PyObject *)h;
+    }
+    if (recorded == 0 && b->spare_count < SPARES) { /* capturing: the spare goes back */
+        b->spares[b->spare_count++] = h->raw;
+        h->raw = NULL;
+    }
+    PyObject *type, *value, *traceback; /* the record's error, raised whatever the destroy does */
+    PyErr_Fetch(&type, &value, &traceback);
+    if (!close_handle(h)) log_failure(b, "destroying an event whose record failed");
+    PyErr_Restore(type, value, traceback);
+done:
+    Py_DecRef((PyObject *)h);
+    if (recorded == 0 && !PyErr_Occurred()) RETURN_NONE;
+    return NULL;
+}
+
+/* -- the protocol's calls -------------------------------------------------------------------- */
+
+static PyObject *event_destroy(PyObject *self, PyObject *arg) {
+    Backend *b = (Backend *)self;
+    if (!b->ready) return refuse(PyExc_RuntimeError, "the backend object was not initialized");
+    if (!IS_EVENT(arg) || ((Handle *)arg)->owner != b)
+        return refuse_foreign(b, "event_destroy", arg, 1);
+    if (!close_handle((Handle *)arg)) return NULL;
+    RETURN_NONE;
+}
+
+static PyObject *stream_destroy(PyObject *self, PyObject *arg) {
+    Backend *b = (Backend *)self;
+    if (!b->ready) return refuse(PyExc_RuntimeError, "the backend object was not initialized");
+    if (!IS_STREAM(arg) || ((Handle *)arg)->owner != b)
+        return refuse_foreign(b, "stream_destroy", arg, 0);
+    if (!(((Handle *)arg)->flags & OWNED))
+        return refuse(cfg.state_error,
+                      "%U: stream_destroy refused %R: eventapi did not create it, so it is not "
+                      "eventapi's to destroy; release it through the library that made it",
+                      b->name, arg);
+    if (!close_handle((Handle *)arg)) return NULL;
+    RETURN_NONE;
+}
+
+static PyObject *event_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Backend *b = (Backend *)self;
+    const char *call = "event_record";
+    Handle *s;
+    void *stream = NULL;
+    if (!arity(call, nargs, 2) || !enter(b, call, EVENT_RECORD) ||
+        !resolve_stream(b, args[1], call, &s, &stream))
+        return NULL;
+    Handle *e = checked_event(b, args[0], call, 0, 0);
+    if (e == NULL || !open_stream(b, s, call, &stream)) return NULL;
+    status_t status = CALL(EVENT_RECORD, pair_fn)(e->raw, stream);
+    if (status != 0) return raise_status(EVENT_RECORD, status);
+    e->flags = (e->flags | RECORDED) & ~REACHED;
+    RETURN_NONE;
+}
+
+/* A window's edge: the capture check and the record in one call, on this Backend's own
+   handles; True when recorded. */
+static PyObject *event_record_unless_capturing(PyObject *self, PyObject *const *args,
+                                               Py_ssize_t nargs) {
+    Backend *b = (Backend *)self;
+    const char *call = "event_record_unless_capturing";
+    if (!arity(call, nargs, 2) || !enter(b, call, EVENT_RECORD)) return NULL;
+    Handle *e = checked_event(b, args[0], call, 0, 0);
+    if (e == NULL) return NULL;
+    if (!IS_STREAM(args[1]) || ((Handle *)args[1])->owner != b)
+        return refuse_foreign(b, call, args[1], 0);
+    Handle *s = (Handle *)args[1];
+    if (!(s->flags & OPEN)) return refuse_closed(b, call, args[1]);
+    int recorded = record_unless_capturing(e->raw, s->raw);
+    if (recorded < 0) return NULL;
+    if (recorded) e->flags = (e->flags | RECORDED) & ~REACHED;
+    RETURN_BOOL(recorded);
+}
+
+static PyObject *event_query(PyObject *self, PyObject *arg) {
+    Backend *b = (Backend *)self;
+    Handle *e = !enter(b, "event_query", EVENT_QUERY) ? NULL
+                                                       : checked_event(b, arg, "event_query", 1, 1);
+    if (e == NULL) return NULL;
+    status_t status = CALL(EVENT_QUERY, handle_fn)(e->raw);
+    if (status == 0) e->flags |= REACHED;
+    else if (status != cfg.not_ready) return raise_status(EVENT_QUERY, status);
+    RETURN_BOOL(status == 0);
+}
 
 static long long now_ns(void) {
     struct timespec ts;
@@ -167,1284 +696,475 @@ static long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/*
- * Wait for an event as a fence does, with the GIL released: query it for up to spin_ns (a
- * wait on work that is done or nearly done returns as fast as a spin), then block in the
- * event's synchronize, which sleeps for a blocking-sync event. *slot names the call a failure
- * came from.
- */
+/* Wait as a fence does, the GIL released: query for up to spin_ns (work done or nearly done
+   returns as fast as a spin), then block in the event's synchronize, which sleeps for a
+   blocking-sync event. *slot names the call a failure came from. */
 static status_t wait_event(void *event, int *slot) {
     long long deadline = now_ns() + cfg.spin_ns;
-    for (;;) {
-        status_t status = CALL(EVENT_QUERY, handle_fn)(event);
-        if (status != cfg.not_ready) {
-            *slot = EVENT_QUERY;
-            return status;
+    status_t status;
+    *slot = EVENT_QUERY;
+    while ((status = CALL(EVENT_QUERY, handle_fn)(event)) == cfg.not_ready) {
+        if (now_ns() >= deadline) {
+            *slot = EVENT_SYNCHRONIZE;
+            return CALL(EVENT_SYNCHRONIZE, handle_fn)(event);
         }
-        if (now_ns() >= deadline) break;
-        cpu_relax();
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+#endif
     }
-    *slot = EVENT_SYNCHRONIZE;
-    return CALL(EVENT_SYNCHRONIZE, handle_fn)(event);
+    return status;
 }
 
-/* -- configure ---------------------------------------------------------------------------- */
+static PyObject *event_wait(PyObject *self, PyObject *arg) {
+    Backend *b = (Backend *)self;
+    Handle *e = !enter(b, "event_wait", EVENT_SYNCHRONIZE)
+                    ? NULL
+                    : checked_event(b, arg, "event_wait", 1, 1);
+    if (e == NULL) return NULL;
+    int slot;
+    status_t status;
+    e->users++;
+    Py_BEGIN_ALLOW_THREADS
+    status = wait_event(e->raw, &slot);
+    Py_END_ALLOW_THREADS
+    if (status == 0) e->flags |= REACHED;
+    leave(e);
+    if (status != 0) return raise_status(slot, status);
+    RETURN_NONE;
+}
 
-static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* Milliseconds as integer nanoseconds, rounded half to even, clamped at 0: the driver's float
+   is its integer ticks over a million, and truncating would read 1.5 us one nanosecond low. */
+static PyObject *ns_from_ms(float ms) {
+    double ns = (double)ms * 1000000.0;
+    if (!isfinite(ns) || fabs(ns) > 4611686018427387904.0) /* 2**62 ns: 146 years */
+        return refuse(PyExc_ValueError, "the driver read an elapsed time out of range");
+    return PyLong_FromLongLong(ns > 0 ? (long long)nearbyint(ns) : 0);
+}
+
+static PyObject *event_elapsed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Backend *b = (Backend *)self;
+    if (!arity("event_elapsed", nargs, 2) || !enter(b, "event_elapsed", EVENT_ELAPSED))
+        return NULL;
+    Handle *start = checked_event(b, args[0], "event_elapsed", 1, 0);
+    Handle *end = start == NULL ? NULL : checked_event(b, args[1], "event_elapsed", 1, 0);
+    if (end == NULL) return NULL;
+    float ms = 0.0f;
+    status_t status = CALL(EVENT_ELAPSED, elapsed_fn)(&ms, start->raw, end->raw);
+    return status == 0 ? ns_from_ms(ms) : raise_status(EVENT_ELAPSED, status);
+}
+
+/* A collect: every event checked, then every reading made, then the ints built. */
+static PyObject *event_elapsed_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Backend *b = (Backend *)self;
+    const char *call = "event_elapsed_many";
+    if (!arity(call, nargs, 2) || !enter(b, call, EVENT_ELAPSED)) return NULL;
+    PyObject *starts = PySequence_List(args[0]), *ends = PySequence_List(args[1]);
+    PyObject *readings = NULL;
+    void **raws = NULL;
+    float *ms = NULL;
+    if (starts == NULL || ends == NULL) goto done;
+    Py_ssize_t count = PyList_Size(starts);
+    if (PyList_Size(ends) != count) {
+        refuse(PyExc_ValueError, "%s: %zd starts but %zd ends", call, count, PyList_Size(ends));
+        goto done;
+    }
+    readings = PyList_New(count);
+    raws = PyMem_Malloc(sizeof(void *) * (size_t)(2 * count + 1));
+    ms = PyMem_Malloc(sizeof(float) * (size_t)(count + 1));
+    if (readings == NULL || raws == NULL || ms == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto fail;
+    }
+    /* From here to the last reading, nothing runs Python code: the lists are this call's own
+       copies, and nothing allocates. */
+    for (Py_ssize_t i = 0; i < 2 * count; i++) {
+        Handle *e = checked_event(b, PyList_GetItem(i < count ? starts : ends, i % count), call,
+                                  1, 0);
+        if (e == NULL) goto fail;
+        raws[i] = e->raw;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        status_t status = CALL(EVENT_ELAPSED, elapsed_fn)(&ms[i], raws[i], raws[count + i]);
+        if (status != 0) {
+            raise_status(EVENT_ELAPSED, status);
+            goto fail;
+        }
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *ns = ns_from_ms(ms[i]);
+        if (ns == NULL) goto fail;
+        PyList_SetItem(readings, i, ns);
+    }
+    goto done;
+fail:
+    Py_DecRef(readings);
+    readings = NULL;
+done:
+    PyMem_Free(raws);
+    PyMem_Free(ms);
+    Py_DecRef(starts);
+    Py_DecRef(ends);
+    return readings;
+}
+
+static PyObject *stream_wait_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Backend *b = (Backend *)self;
+    const char *call = "stream_wait_event";
+    Handle *s;
+    void *stream = NULL;
+    if (!arity(call, nargs, 2) || !enter(b, call, STREAM_WAIT_EVENT) ||
+        !resolve_stream(b, args[0], call, &s, &stream))
+        return NULL;
+    Handle *e = checked_event(b, args[1], call, 1, 1);
+    if (e == NULL || !open_stream(b, s, call, &stream)) return NULL;
+    status_t status = CALL(STREAM_WAIT_EVENT, wait_fn)(stream, e->raw, 0);
+    if (status != 0) return raise_status(STREAM_WAIT_EVENT, status);
+    RETURN_NONE;
+}
+
+static PyObject *stream_is_capturing(PyObject *self, PyObject *arg) {
+    Backend *b = (Backend *)self;
+    Handle *s;
+    void *stream = NULL;
+    if (!enter(b, "stream_is_capturing", STREAM_IS_CAPTURING) ||
+        !resolve_stream(b, arg, "stream_is_capturing", &s, &stream) ||
+        !open_stream(b, s, "stream_is_capturing", &stream))
+        return NULL;
+    int capturing = 0;
+    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
+    if (status != 0) return raise_status(STREAM_IS_CAPTURING, status);
+    RETURN_BOOL(capturing != 0);
+}
+
+/* Wait until `stream` drained as a fence waits: on a blocking-sync event recorded into it
+   (the driver's own synchronize follows the context's scheduling flag, whose default spins a
+   core), then the driver's synchronize, which returns at once and reports what it alone
+   reports (an earlier asynchronous fault). Alone where the event cannot stand in: a capturing
+   stream (it fails there, and invalidates the capture, as the caller expects) and a stream of
+   another device (whose record refuses the event). */
+static status_t drain(Backend *b, void *stream, int *slot) {
+    int capturing = 0;
+    void *event = NULL;
+    intptr_t restore;
+    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
+    *slot = STREAM_IS_CAPTURING;
+    if (status == 0 && !capturing) {
+        if (!device_on(b, &restore)) return -1;
+        status = CALL(EVENT_CREATE, create_fn)(&event, cfg.sync_event_flags);
+        *slot = EVENT_CREATE;
+        if (!device_off(restore)) {
+            if (status == 0) CALL(EVENT_DESTROY, handle_fn)(event);
+            return -1;
+        }
+        if (status == 0) {
+            status = CALL(EVENT_RECORD, pair_fn)(event, stream);
+            *slot = EVENT_RECORD;
+            if (status == STATUS_INVALID_HANDLE) status = 0, *slot = -1;
+        }
+    }
+    if (status == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        if (*slot == EVENT_RECORD) status = wait_event(event, slot);
+        if (status == 0) {
+            *slot = STREAM_SYNCHRONIZE;
+            status = CALL(STREAM_SYNCHRONIZE, handle_fn)(stream);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (event != NULL) {
+        status_t destroyed = CALL(EVENT_DESTROY, handle_fn)(event);
+        if (status == 0 && destroyed != 0) status = destroyed, *slot = EVENT_DESTROY;
+    }
+    return status;
+}
+
+static PyObject *stream_synchronize(PyObject *self, PyObject *arg) {
+    Backend *b = (Backend *)self;
+    Handle *s;
+    void *stream = NULL;
+    if (!enter(b, "stream_synchronize", STREAM_SYNCHRONIZE) ||
+        !resolve_stream(b, arg, "stream_synchronize", &s, &stream) ||
+        !open_stream(b, s, "stream_synchronize", &stream))
+        return NULL;
+    if (s != NULL) s->users++;
+    int slot;
+    status_t status = drain(b, stream, &slot);
+    if (s != NULL) leave(s);
+    if (status == -1) return NULL; /* device_on or device_off raised */
+    if (status != 0) return raise_status(slot, status);
+    RETURN_NONE;
+}
+
+/* -- beyond the protocol ----------------------------------------------------------------------- */
+
+/* This Backend's own open stream as it is, or a foreign one it can use as a new, unowned,
+   uncounted Stream that is never destroyed. */
+static PyObject *adopt_stream(PyObject *self, PyObject *arg) {
+    Backend *b = (Backend *)self;
+    Handle *own;
+    void *raw = NULL;
+    if (!enter(b, "adopt_stream", STREAM_IS_CAPTURING) ||
+        !resolve_stream(b, arg, "adopt_stream", &own, &raw))
+        return NULL;
+    if (own != NULL) return open_stream(b, own, "adopt_stream", &raw) ? NEW_REF(arg) : NULL;
+    Handle *h = new_handle(b, stream_type);
+    if (h == NULL) return NULL;
+    h->raw = raw;
+    h->flags = OPEN; /* never OWNED: close_handle() is never reached for it */
+    return (PyObject *)h;
+}
+
+/* launch_host_func's enqueue: the capture check and the launch of the trampoline at
+   `address` with `key` on `stream`; CaptureError while the stream captures a graph (a host
+   function captured into one runs on its first launch only, and never if it is not). */
+static PyObject *enqueue_host_func(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Backend *b = (Backend *)self;
+    const char *call = "stream_launch_host_func";
+    Handle *s;
+    void *stream = NULL, *address, *key;
+    if (!arity(call, nargs, 3)) return NULL;
+    address = PyLong_AsVoidPtr(args[1]);
+    key = PyLong_AsVoidPtr(args[2]);
+    if (PyErr_Occurred() || !enter(b, call, LAUNCH_HOST_FUNC) ||
+        !resolve_stream(b, args[0], call, &s, &stream) || !open_stream(b, s, call, &stream))
+        return NULL;
+    int capturing = 0;
+    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
+    if (status != 0) return raise_status(STREAM_IS_CAPTURING, status);
+    if (capturing)
+        return refuse(cfg.capture_error,
+                      "%U: %s refused on %R: the stream is capturing a graph, where a host "
+                      "function would run on the graph's first launch only; launch it after the "
+                      "capture ends, or on another stream",
+                      b->name, call, args[0]);
+    status = CALL(LAUNCH_HOST_FUNC, launch_fn)(stream, (void (*)(void *))address, key);
+    if (status != 0) return raise_status(LAUNCH_HOST_FUNC, status);
+    RETURN_NONE;
+}
+
+static PyObject *live_counts(PyObject *self, PyObject *unused) {
+    (void)unused;
+    Backend *b = (Backend *)self;
+    return Py_BuildValue("(lli)", b->live_events, b->live_streams, b->spare_count);
+}
+
+/* -- Backend ---------------------------------------------------------------------------------- */
+
+/* Backend.__init__(name, ordinal, device, on_gone): device is CUDA's context, or for HIP the
+   number of visible devices (with one, creates never switch device). */
+static int backend_init(PyObject *self, PyObject *args, PyObject *kwds) {
+    Backend *b = (Backend *)self;
+    PyObject *name, *device, *on_gone;
+    int ordinal;
+    static char *keywords[] = {"name", "ordinal", "device", "on_gone", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UiOO", keywords, &name, &ordinal, &device,
+                                     &on_gone))
+        return -1;
+    if (b->ready) return refuse(PyExc_RuntimeError, "a backend object is set up once"), -1;
+    if (!cfg.configured) return refuse(PyExc_RuntimeError, "_native.configure() was not called"), -1;
+    if (cfg.contexts) {
+        b->device = PyLong_AsVoidPtr(device);
+    } else {
+        b->switches = PyLong_AsLong(device) != 1;
+        b->device = (void *)(intptr_t)ordinal;
+    }
+    if (PyErr_Occurred()) return -1;
+    b->name = NEW_REF(name);
+    b->on_gone = NEW_REF(on_gone);
+    b->ordinal = ordinal;
+    b->born = forks;
+    b->ready = 1;
+    return 0;
+}
+
+/* The object is gone, so every handle of it is (each holds it): the spares go back to the
+   driver, then on_gone() releases what the handles needed. Nothing in a forked child, after the
+   device was lost, or at interpreter shutdown (the driver frees it all at exit). */
+static void backend_finalize(PyObject *self) {
+    Backend *b = (Backend *)self;
+    if (!b->ready || FORKED(b) || finalizing()) return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    while (cfg.lost == 0 && b->spare_count > 0 && enter(b, "event_destroy", EVENT_DESTROY)) {
+        status_t status = CALL(EVENT_DESTROY, handle_fn)(b->spares[--b->spare_count]);
+        if (status != 0 && raise_status(EVENT_DESTROY, status) == NULL) break;
+    }
+    if (PyErr_Occurred()) log_failure(b, "destroying a spare event");
+    b->spare_count = 0;
+    if (b->on_gone != Py_None) {
+        PyObject *done = PyObject_CallNoArgs(b->on_gone);
+        if (done == NULL) PyErr_WriteUnraisable(b->on_gone);
+        Py_DecRef(done);
+    }
+    PyErr_Restore(t, v, tb);
+}
+
+static void backend_dealloc(PyObject *self) {
+    Backend *b = (Backend *)self;
+    PyTypeObject *type = Py_TYPE(self);
+    Py_DecRef(b->name);
+    Py_DecRef(b->on_gone);
+    ((freefunc)PyType_GetSlot(type, Py_tp_free))(self);
+    Py_DecRef((PyObject *)type);
+}
+
+static PyObject *get_device(PyObject *self, void *unused) {
+    (void)unused;
+    return PyLong_FromLong(((Backend *)self)->ordinal);
+}
+
+static PyGetSetDef backend_getset[] = {
+    {"device", get_device, NULL, "The device index this backend object was built for.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef backend_methods[] = {
+    {"event_create", event_create, METH_NOARGS, "A timing-enabled, blocking-sync event."},
+    {"event_destroy", event_destroy, METH_O, "Release an event; a second call is a no-op."},
+    {"event_record", FASTCALL(event_record), "Enqueue the event's timestamp on the stream."},
+    {"event_wait", event_wait, METH_O, "Block, the GIL released, until the event is reached."},
+    {"event_elapsed", FASTCALL(event_elapsed), "Device nanoseconds from start to end, >= 0."},
+    {"event_query", event_query, METH_O, "True when the device reached the event."},
+    {"stream_wait_event", FASTCALL(stream_wait_event), "The stream waits on the device."},
+    {"stream_synchronize", stream_synchronize, METH_O, "Block until the stream drained."},
+    {"stream_create_non_blocking", stream_create_non_blocking, METH_NOARGS,
+     "A stream that does not synchronize with the legacy default stream."},
+    {"stream_destroy", stream_destroy, METH_O, "Release a stream this object created."},
+    {"stream_is_capturing", stream_is_capturing, METH_O, "True while capturing a graph."},
+    {"adopt_stream", adopt_stream, METH_O, "The backend's own handle for a stream."},
+    {"event_record_new", event_record_new, METH_O, "A fence's create and record; None if capturing."},
+    {"event_record_unless_capturing", FASTCALL(event_record_unless_capturing),
+     "A window's edge: record unless capturing; True when recorded."},
+    {"event_elapsed_many", FASTCALL(event_elapsed_many), "Many readings in one call."},
+    {"_enqueue_host_func", FASTCALL(enqueue_host_func), "launch_host_func's enqueue."},
+    {"_live_counts", live_counts, METH_NOARGS,
+     "(events, streams) created and not destroyed, and the spare driver events kept."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* -- the module ------------------------------------------------------------------------------- */
+
+/* configure(calls, *, contexts, not_ready, event_flags, stream_flags, sync_event_flags,
+   spin_ns, fail, adopt, log, is_finalizing, state_error, capture_error): once per process. */
+static PyObject *configure(PyObject *self, PyObject *args, PyObject *kwds) {
     (void)self;
-    if (!arg_count("configure", nargs, 6)) return NULL;
-    PyObject *addresses = args[0], *names = args[1], *fail = args[2];
-    if (!PyTuple_Check(addresses) || PyTuple_Size(addresses) != CALL_COUNT ||
-        !PyTuple_Check(names) || PyTuple_Size(names) != CALL_COUNT) {
-        PyErr_Format(PyExc_ValueError, "configure() takes %d addresses and %d names",
-                     CALL_COUNT, CALL_COUNT);
+    PyObject *calls;
+    int contexts, not_ready;
+    unsigned int flags[3];
+    long long spin_ns;
+    PyObject *callbacks[6];
+    static char *keywords[] = {"calls", "contexts", "not_ready", "event_flags", "stream_flags",
+                               "sync_event_flags", "spin_ns", "fail", "adopt", "log",
+                               "is_finalizing", "state_error", "capture_error", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!$piIIILOOOOOO", keywords, &PyTuple_Type,
+                                     &calls, &contexts, &not_ready, &flags[0], &flags[1],
+                                     &flags[2], &spin_ns, &callbacks[0], &callbacks[1],
+                                     &callbacks[2], &callbacks[3], &callbacks[4], &callbacks[5]))
         return NULL;
-    }
-    if (!PyCallable_Check(fail)) {
-        PyErr_SetString(PyExc_TypeError, "configure(): fail must be callable");
-        return NULL;
-    }
-    long long not_ready, sync_flags, spin_ns;
-    if (!int_arg(args[3], INT_MIN, INT_MAX, "not_ready", &not_ready) ||
-        !int_arg(args[4], 0, UINT_MAX, "sync_event_flags", &sync_flags))
-        return NULL;
-    spin_ns = PyLong_AsLongLong(args[5]);
-    if (spin_ns == -1 && PyErr_Occurred()) return NULL;
-    if (spin_ns < 0 || spin_ns > MAX_SPIN_NS) {
-        PyErr_SetString(PyExc_ValueError, "configure(): spin_ns must lie in [0, 60 s]");
-        return NULL;
-    }
-    void *fn[CALL_COUNT];
+    if (cfg.configured) return refuse(PyExc_RuntimeError, "_native is configured once");
+    if (PyTuple_Size(calls) != CALL_COUNT || spin_ns < 0 || spin_ns > MAX_SPIN_NS)
+        return refuse(PyExc_ValueError, "configure(): %d (name, address) calls and a spin in "
+                                        "[0, 60 s]",
+                      CALL_COUNT);
     for (int i = 0; i < CALL_COUNT; i++) {
-        if (!handle_arg(PyTuple_GetItem(addresses, i), &fn[i])) return NULL;
-        if (fn[i] == NULL) {
-            PyErr_Format(PyExc_ValueError, "configure(): no address for %R",
-                         PyTuple_GetItem(names, i));
-            return NULL;
-        }
-        if (!PyUnicode_Check(PyTuple_GetItem(names, i))) {
-            PyErr_SetString(PyExc_TypeError, "configure(): names are str");
-            return NULL;
-        }
+        PyObject *name, *address;
+        if (!PyArg_ParseTuple(PyTuple_GetItem(calls, i), "UO", &name, &address)) return NULL;
+        cfg.fn[i] = PyLong_AsVoidPtr(address);
+        if (PyErr_Occurred()) return NULL;
+        if (cfg.fn[i] == NULL && (contexts || i < CONTEXT_PUSH))
+            return refuse(PyExc_ValueError, "configure(): no address for %U", name);
+        cfg.name[i] = NEW_REF(name);
     }
-    /* Once per process: the addresses of one driver library do not change. */
-    /* Each old value is dropped after its replacement is stored: dropping it may run Python
-       code (a finalizer), which must find the configuration whole. */
-    for (int i = 0; i < CALL_COUNT; i++) {
-        PyObject *name = PyTuple_GetItem(names, i), *old = cfg.name[i];
-        Py_IncRef(name);
-        cfg.name[i] = name;
-        cfg.fn[i] = fn[i];
-        Py_DecRef(old);
-    }
-    PyObject *old_fail = cfg.fail;
-    Py_IncRef(fail);
-    cfg.fail = fail;
-    Py_DecRef(old_fail);
-    cfg.not_ready = (status_t)not_ready;
-    cfg.sync_event_flags = (unsigned int)sync_flags;
+    cfg.contexts = contexts;
+    cfg.not_ready = not_ready;
+    cfg.event_flags = flags[0];
+    cfg.stream_flags = flags[1];
+    cfg.sync_event_flags = flags[2];
     cfg.spin_ns = spin_ns;
+    PyObject **slots[] = {&cfg.fail, &cfg.adopt, &cfg.log, &cfg.is_finalizing,
+                          &cfg.state_error, &cfg.capture_error};
+    for (int i = 0; i < 6; i++) *slots[i] = NEW_REF(callbacks[i]);
     cfg.configured = 1;
     RETURN_NONE;
 }
 
 static PyObject *lose(PyObject *self, PyObject *arg) {
     (void)self;
-    long long status;
-    if (!int_arg(arg, INT_MIN, INT_MAX, "status", &status)) return NULL;
-    if (status == 0) {
-        PyErr_SetString(PyExc_ValueError, "lose(): 0 is success, not a lost device's status");
-        return NULL;
-    }
-    cfg.lost = (status_t)status;
+    int status;
+    if (!PyArg_Parse(arg, "i", &status)) return NULL; /* OverflowError beyond a C int */
+    if (status == 0) return refuse(PyExc_ValueError, "lose(): 0 is success, not a lost device");
+    cfg.lost = status;
     RETURN_NONE;
 }
 
-/* -- creates and destroys ----------------------------------------------------------------- */
-
-/*
- * Create, then hand the new handle to store() in this same C call: no Python bytecode runs
- * between the driver's return and the store, so no signal handler can, and an interrupt
- * cannot lose the handle. If the store fails, the handle is destroyed here.
- */
-static PyObject *create(int slot, int destroy_slot, PyObject *const *args, Py_ssize_t nargs,
-                        const char *fn_name) {
-    if (!arg_count(fn_name, nargs, 2)) return NULL;
-    OPEN(slot);
-    long long flags;
-    if (!int_arg(args[0], 0, UINT_MAX, "flags", &flags)) return NULL;
-    void *handle = NULL;
-    status_t status = CALL(slot, create_fn)(&handle, (unsigned int)flags);
-    if (status != 0) return raise_status(slot, status);
-    PyObject *value = PyLong_FromVoidPtr(handle);
-    PyObject *stored = value == NULL ? NULL : PyObject_CallFunctionObjArgs(args[1], value, NULL);
-    Py_DecRef(value);
-    if (stored == NULL) {
-        CALL(destroy_slot, handle_fn)(handle); /* the error raised is the store's */
-        return NULL;
-    }
-    Py_DecRef(stored);
-    RETURN_NONE;
-}
-
-static PyObject *event_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    return create(EVENT_CREATE, EVENT_DESTROY, args, nargs, "event_create");
-}
-
-static PyObject *stream_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    return create(STREAM_CREATE, STREAM_DESTROY, args, nargs, "stream_create");
-}
-
-/* Destroy `handle`; with the GIL released for a stream: ROCm's hipStreamDestroy waits for the
-   stream's last command, which may be a host function that needs the GIL (CUDA's returns at
-   once). */
-static PyObject *destroy(int slot, void *handle) {
-    status_t status;
-    if (slot == STREAM_DESTROY) {
-        Py_BEGIN_ALLOW_THREADS
-        status = CALL(slot, handle_fn)(handle);
-        Py_END_ALLOW_THREADS
-    } else {
-        status = CALL(slot, handle_fn)(handle);
-    }
-    if (status != 0) return raise_status(slot, status);
-    RETURN_NONE;
-}
-
-static PyObject *destroy_handle(int slot, PyObject *arg) {
-    OPEN(slot);
-    void *handle;
-    if (!handle_arg(arg, &handle)) return NULL;
-    return destroy(slot, handle);
-}
-
-static PyObject *event_destroy(PyObject *self, PyObject *arg) {
-    (void)self;
-    return destroy_handle(EVENT_DESTROY, arg);
-}
-
-static PyObject *stream_destroy(PyObject *self, PyObject *arg) {
-    (void)self;
-    return destroy_handle(STREAM_DESTROY, arg);
-}
-
-/*
- * Take the handle out of the wrapper that holds it and destroy it, in this same C call: read()
- * gives the handle, clear() leaves the wrapper without it, and the driver's destroy follows
- * with no Python bytecode between, so no signal handler can run between the three. An
- * interrupt lands before (the wrapper still holds the handle, and its finalizer destroys it)
- * or after (nothing is left to destroy, and nothing is destroyed twice). read and clear are
- * eventapi.driverkit.raw_take's pair.
- */
-static PyObject *destroy_from(int slot, PyObject *const *args, Py_ssize_t nargs,
-                              const char *fn_name) {
-    if (!arg_count(fn_name, nargs, 2)) return NULL;
-    OPEN(slot);
-    PyObject *value = PyObject_CallNoArgs(args[0]);
-    if (value == NULL) return NULL;
-    void *handle;
-    int ok = handle_arg(value, &handle);
-    Py_DecRef(value);
-    if (!ok) return NULL;
-    PyObject *cleared = PyObject_CallNoArgs(args[1]);
-    if (cleared == NULL) return NULL; /* still the wrapper's, which destroys it later */
-    Py_DecRef(cleared);
-    return destroy(slot, handle);
-}
-
-static PyObject *event_destroy_from(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    return destroy_from(EVENT_DESTROY, args, nargs, "event_destroy_from");
-}
-
-static PyObject *stream_destroy_from(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    return destroy_from(STREAM_DESTROY, args, nargs, "stream_destroy_from");
-}
-
-/* -- records, queries, readings ----------------------------------------------------------- */
-
-static int two_handles(const char *fn_name, PyObject *const *args, Py_ssize_t nargs,
-                       void **first, void **second) {
-    return arg_count(fn_name, nargs, 2) && handle_arg(args[0], first) &&
-           handle_arg(args[1], second);
-}
-
-static PyObject *event_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    OPEN(EVENT_RECORD);
-    void *event, *stream;
-    if (!two_handles("event_record", args, nargs, &event, &stream)) return NULL;
-    status_t status = CALL(EVENT_RECORD, record_fn)(event, stream);
-    if (status != 0) return raise_status(EVENT_RECORD, status);
-    RETURN_NONE;
-}
-
-/* The capture check and, unless the stream captures, the record: True when recorded. */
-static PyObject *event_record_unless_capturing(PyObject *self, PyObject *const *args,
-                                               Py_ssize_t nargs) {
-    (void)self;
-    OPEN(STREAM_IS_CAPTURING);
-    void *event, *stream;
-    if (!two_handles("event_record_unless_capturing", args, nargs, &event, &stream))
-        return NULL;
-    int capturing = 0;
-    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
-    if (status != 0) return raise_status(STREAM_IS_CAPTURING, status);
-    if (capturing != 0) RETURN_FALSE; /* active and invalidated both refuse a record */
-    status = CALL(EVENT_RECORD, record_fn)(event, stream);
-    if (status != 0) return raise_status(EVENT_RECORD, status);
-    RETURN_TRUE;
-}
-
-static PyObject *stream_is_capturing(PyObject *self, PyObject *arg) {
-    (void)self;
-    OPEN(STREAM_IS_CAPTURING);
-    void *stream;
-    if (!handle_arg(arg, &stream)) return NULL;
-    int capturing = 0;
-    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
-    if (status != 0) return raise_status(STREAM_IS_CAPTURING, status);
-    return PyBool_FromLong(capturing != 0);
-}
-
-static PyObject *event_query(PyObject *self, PyObject *arg) {
-    (void)self;
-    OPEN(EVENT_QUERY);
-    void *event;
-    if (!handle_arg(arg, &event)) return NULL;
-    status_t status = CALL(EVENT_QUERY, handle_fn)(event);
-    if (status == 0) RETURN_TRUE;
-    if (status == cfg.not_ready) RETURN_FALSE;
-    return raise_status(EVENT_QUERY, status);
-}
-
-static PyObject *stream_wait_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    OPEN(STREAM_WAIT_EVENT);
-    void *stream, *event;
-    if (!two_handles("stream_wait_event", args, nargs, &stream, &event)) return NULL;
-    status_t status = CALL(STREAM_WAIT_EVENT, stream_wait_fn)(stream, event, 0);
-    if (status != 0) return raise_status(STREAM_WAIT_EVENT, status);
-    RETURN_NONE;
-}
-
-/*
- * Milliseconds as integer nanoseconds, rounded half to even as Python's round() does: the
- * float is the driver's integer tick count divided into milliseconds, and truncating would
- * bias a reading such as 1.5 us (0.0014999999 ms) one nanosecond low.
- */
-static PyObject *ns_from_ms(float ms) {
-    double ns = (double)ms * 1000000.0;
-    /* Beyond 2**62 ns (146 years) no reading is real, and converting one past 2**63 to a long
-       long would be undefined. */
-    if (!isfinite(ns) || fabs(ns) > 4611686018427387904.0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "the driver read an elapsed time that is not finite or out of range");
-        return NULL;
-    }
-    return PyLong_FromLongLong((long long)nearbyint(ns));
-}
-
-static PyObject *event_elapsed_ns(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    OPEN(EVENT_ELAPSED);
-    void *start, *end;
-    if (!two_handles("event_elapsed_ns", args, nargs, &start, &end)) return NULL;
-    float ms = 0.0f;
-    status_t status = CALL(EVENT_ELAPSED, elapsed_fn)(&ms, start, end);
-    if (status != 0) return raise_status(EVENT_ELAPSED, status);
-    return ns_from_ms(ms);
-}
-
-/* The readings of many pairs in one call, unclamped; raises the first failure. */
-static PyObject *event_elapsed_ns_many(PyObject *self, PyObject *const *args,
-                                       Py_ssize_t nargs) {
-    (void)self;
-    if (!arg_count("event_elapsed_ns_many", nargs, 2)) return NULL;
-    OPEN(EVENT_ELAPSED);
-    PyObject *starts = args[0], *ends = args[1];
-    if (!PyList_Check(starts) || !PyList_Check(ends)) {
-        PyErr_SetString(PyExc_TypeError, "event_elapsed_ns_many() takes two lists");
-        return NULL;
-    }
-    Py_ssize_t count = PyList_Size(starts);
-    if (PyList_Size(ends) != count) {
-        PyErr_Format(PyExc_ValueError, "event_elapsed_ns_many(): %zd starts but %zd ends",
-                     count, PyList_Size(ends));
-        return NULL;
-    }
-    PyObject *readings = PyList_New(count);
-    if (readings == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        /* Borrowed, and used before any Python code can run; but the allocations above and
-           below can start a garbage collection (on 3.11), whose finalizers may shrink a list. */
-        PyObject *start_obj = PyList_GetItem(starts, i), *end_obj = PyList_GetItem(ends, i);
-        if (start_obj == NULL || end_obj == NULL) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "event_elapsed_ns_many(): a list changed size during the call");
-            goto fail;
-        }
-        void *start, *end;
-        if (!handle_arg(start_obj, &start) || !handle_arg(end_obj, &end)) goto fail;
-        float ms = 0.0f;
-        status_t status = CALL(EVENT_ELAPSED, elapsed_fn)(&ms, start, end);
-        if (status != 0) {
-            raise_status(EVENT_ELAPSED, status);
-            goto fail;
-        }
-        PyObject *ns = ns_from_ms(ms);
-        if (ns == NULL) goto fail;
-        PyList_SetItem(readings, i, ns); /* steals ns */
-    }
-    return readings;
-fail:
-    Py_DecRef(readings);
-    return NULL;
-}
-
-/* -- waits (the GIL released) ------------------------------------------------------------- */
-
-static PyObject *event_wait(PyObject *self, PyObject *arg) {
-    (void)self;
-    OPEN(EVENT_SYNCHRONIZE);
-    void *event;
-    if (!handle_arg(arg, &event)) return NULL;
-    int slot;
-    status_t status;
-    Py_BEGIN_ALLOW_THREADS
-    status = wait_event(event, &slot);
-    Py_END_ALLOW_THREADS
-    if (status != 0) return raise_status(slot, status);
-    RETURN_NONE;
-}
-
-/*
- * Wait until `stream` drained, costing no more CPU than a fence wait: record an event created
- * with sync_event_flags (blocking sync, no timing) and wait for it as event_wait does; then
- * the driver's own stream synchronize, which returns at once on a drained stream, reports
- * what it alone reports (an earlier asynchronous fault) under its own name. Alone, the
- * driver's synchronize follows the context's scheduling flag, whose default spins a core for
- * the whole wait. It is made alone where the event cannot stand in: on a capturing stream
- * (where it fails and invalidates the capture, as the caller expects) and on a stream of
- * another device than the current one (whose record refuses the event).
- */
-static PyObject *stream_synchronize(PyObject *self, PyObject *arg) {
-    (void)self;
-    OPEN(STREAM_SYNCHRONIZE);
-    void *stream;
-    if (!handle_arg(arg, &stream)) return NULL;
-    int capturing = 0, slot = STREAM_IS_CAPTURING;
-    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
-    if (status != 0) return raise_status(slot, status);
-    void *event = NULL;
-    if (capturing == 0) {
-        slot = EVENT_CREATE;
-        status = CALL(EVENT_CREATE, create_fn)(&event, cfg.sync_event_flags);
-        if (status != 0) return raise_status(slot, status);
-        slot = EVENT_RECORD;
-        status = CALL(EVENT_RECORD, record_fn)(event, stream);
-        if (status == STATUS_INVALID_HANDLE) {
-            status = CALL(EVENT_DESTROY, handle_fn)(event);
-            event = NULL;
-            if (status != 0) return raise_status(EVENT_DESTROY, status);
-        } else if (status != 0) {
-            CALL(EVENT_DESTROY, handle_fn)(event); /* the error raised is the record's */
-            return raise_status(slot, status);
-        }
-    }
-    Py_BEGIN_ALLOW_THREADS
-    status = event != NULL ? wait_event(event, &slot) : 0;
-    if (status == 0) {
-        slot = STREAM_SYNCHRONIZE;
-        status = CALL(STREAM_SYNCHRONIZE, handle_fn)(stream);
-    }
-    Py_END_ALLOW_THREADS
-    if (event != NULL) {
-        status_t destroyed = CALL(EVENT_DESTROY, handle_fn)(event);
-        if (status == 0 && destroyed != 0) {
-            status = destroyed;
-            slot = EVENT_DESTROY;
-        }
-    }
-    if (status != 0) return raise_status(slot, status);
-    RETURN_NONE;
-}
-
-/* -- the backend's lock ------------------------------------------------------------------- */
-
-/*
- * Lock: a reentrant lock, as threading.RLock is, for the backends' driverkit lock
- * (DriverBackend._new_lock). Python takes it with `with`; a fence's record and destroy below
- * take it by a few stores, without calling a method: through threading.RLock's methods the
- * two sections a fence runs cost about a tenth of the fence. A contended take waits with the
- * GIL released and stays interruptible, as RLock's does: a signal's handler runs, and what it
- * raises (KeyboardInterrupt) is raised by the take. Only `with`, acquire() (blocking),
- * release() and _is_owned() are offered: driverkit uses `with` alone. (No timeouts, no weak
- * references, no _release_save: a threading.Condition over it would not wait while nested.)
- */
-typedef struct {
-    PyObject_HEAD
-    PyThread_type_lock lock;
-    unsigned long owner; /* the thread that holds it, while count > 0 */
-    unsigned long count; /* how many times the owner took it */
-} reentrant_lock;
-
-static PyTypeObject *lock_type; /* Lock, exact: it is not subclassable */
-
-/* Take `l` for the calling thread (again, if it holds it): 1, or 0 with the error set. */
-static int lock_take(reentrant_lock *l) {
-    unsigned long me = PyThread_get_thread_ident();
-    if (l->count > 0 && l->owner == me) {
-        if (l->count == ULONG_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "Lock taken too many times");
-            return 0;
-        }
-        l->count++;
-        return 1;
-    }
-    if (!PyThread_acquire_lock(l->lock, NOWAIT_LOCK)) {
-        PyLockStatus got;
-        do {
-            Py_BEGIN_ALLOW_THREADS;
-            got = PyThread_acquire_lock_timed(l->lock, -1, 1);
-            Py_END_ALLOW_THREADS;
-            if (got == PY_LOCK_INTR && Py_MakePendingCalls() < 0) return 0;
-            if (got == PY_LOCK_FAILURE) {
-                PyErr_SetString(PyExc_RuntimeError, "Lock: the wait for it failed");
-                return 0;
-            }
-        } while (got != PY_LOCK_ACQUIRED);
-    }
-    l->owner = me;
-    l->count = 1;
-    return 1;
-}
-
-/* Give `l` back once (the calling thread holds it): 1, or 0 with the error set. */
-static int lock_give(reentrant_lock *l) {
-    if (l->count == 0 || l->owner != PyThread_get_thread_ident()) {
-        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
-        return 0;
-    }
-    if (--l->count == 0) {
-        l->owner = 0;
-        PyThread_release_lock(l->lock);
-    }
-    return 1;
-}
-
-static PyObject *lock_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    if (PyTuple_Size(args) != 0 || (kwds != NULL && PyDict_Size(kwds) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "Lock() takes no arguments");
-        return NULL;
-    }
-    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
-    reentrant_lock *l = (reentrant_lock *)alloc(type, 0);
-    if (l == NULL) return NULL;
-    l->owner = 0;
-    l->count = 0;
-    l->lock = PyThread_allocate_lock();
-    if (l->lock == NULL) {
-        Py_DecRef((PyObject *)l);
-        PyErr_SetString(PyExc_MemoryError, "Lock(): no lock could be allocated");
-        return NULL;
-    }
-    return (PyObject *)l;
-}
-
-static void lock_dealloc(PyObject *self) {
-    reentrant_lock *l = (reentrant_lock *)self;
-    PyTypeObject *type = Py_TYPE(self);
-    if (l->lock != NULL) {
-        if (l->count > 0) PyThread_release_lock(l->lock); /* as RLock's: a forked child's */
-        PyThread_free_lock(l->lock);
-    }
-    ((freefunc)PyType_GetSlot(type, Py_tp_free))(self);
-    Py_DecRef((PyObject *)type);
-}
-
-static PyObject *lock_acquire(PyObject *self, PyObject *unused) {
-    (void)unused;
-    if (!lock_take((reentrant_lock *)self)) return NULL;
-    RETURN_TRUE;
-}
-
-static PyObject *lock_release(PyObject *self, PyObject *unused) {
-    (void)unused;
-    if (!lock_give((reentrant_lock *)self)) return NULL;
-    RETURN_NONE;
-}
-
-static PyObject *lock_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)args;
-    (void)nargs;
-    return lock_release(self, NULL);
-}
-
-static PyObject *lock_is_owned(PyObject *self, PyObject *unused) {
-    (void)unused;
-    reentrant_lock *l = (reentrant_lock *)self;
-    if (l->count > 0 && l->owner == PyThread_get_thread_ident()) RETURN_TRUE;
-    RETURN_FALSE;
-}
-
-static PyObject *lock_repr(PyObject *self) {
-    reentrant_lock *l = (reentrant_lock *)self;
-    if (l->count == 0) return PyUnicode_FromString("<_native.Lock unlocked>");
-    return PyUnicode_FromFormat("<_native.Lock locked owner=%lu count=%lu>", l->owner, l->count);
-}
-
-static PyMethodDef lock_methods[] = {
-    {"acquire", lock_acquire, METH_NOARGS, "acquire() -> True: wait for the lock, and take it"},
-    {"release", lock_release, METH_NOARGS, "release(): give the lock back once"},
-    {"__enter__", lock_acquire, METH_NOARGS, "acquire()"},
-    {"__exit__", (PyCFunction)(void (*)(void))lock_exit, METH_FASTCALL, "release()"},
-    {"_is_owned", lock_is_owned, METH_NOARGS, "_is_owned() -> bool: the caller holds it"},
+static PyMethodDef module_methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
+     "Set the driver's calls and what the module needs of Python; once per process."},
+    {"lose", lose, METH_O, "Every later call fails with this sticky status, uncalled."},
     {NULL, NULL, 0, NULL},
 };
 
-static PyType_Slot lock_slots[] = {
-    {Py_tp_doc, "A reentrant lock, as threading.RLock, that _native.FastPath takes directly."},
-    {Py_tp_new, lock_new},
-    {Py_tp_dealloc, lock_dealloc},
-    {Py_tp_repr, lock_repr},
-    {Py_tp_methods, lock_methods},
-    {0, NULL},
+static PyType_Slot backend_slots[] = {
+    {Py_tp_doc, "The device state a cuda or hip backend object holds; subclassed in Python."},
+    {Py_tp_new, PyType_GenericNew}, {Py_tp_init, backend_init},
+    {Py_tp_finalize, backend_finalize}, {Py_tp_dealloc, backend_dealloc},
+    {Py_tp_methods, backend_methods}, {Py_tp_getset, backend_getset}, {0, NULL},
+};
+static PyType_Slot event_slots[] = {
+    {Py_tp_doc, "An event a backend object gave out. Users receive it; they never build one."},
+    {Py_tp_dealloc, handle_dealloc}, {Py_tp_repr, handle_repr},
+    {Py_tp_methods, event_methods}, {Py_tp_getset, event_getset}, {0, NULL},
+};
+static PyType_Slot stream_slots[] = {
+    {Py_tp_doc, "A stream a backend object gave out or adopted. Users never build one."},
+    {Py_tp_dealloc, handle_dealloc}, {Py_tp_repr, handle_repr},
+    {Py_tp_methods, stream_methods}, {Py_tp_getset, stream_getset}, {0, NULL},
 };
 
-static PyType_Spec lock_spec = {
-    /* Immutable: a Python __enter__ set on it would skip what the C path still takes. */
-    "_native.Lock", sizeof(reentrant_lock), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
-    lock_slots,
-};
+/* Each type is named under the module as imported (eventapi_cuda._native, eventapi_hip._native),
+   which one source cannot spell: the names are made at import, in storage the types keep. */
+static char type_names[3][128];
 
-/* -- the fast path over eventapi.driverkit's handles -------------------------------------- */
-
-/*
- * FastPath, a base class of the cuda and hip backends: six of eventapi.SupportsFastPath's
- * calls (a window's record; a fence's stream adoption, record, query and destroy; a collect's
- * readings) made on the driverkit handles themselves, so that the handle checks and the driver
- * call are one C call. Only the common case is taken: a handle of this backend, open (and
- * recorded, where a call needs it), on a thread the backend is bound to, with positional
- * arguments, and for a fence's record and destroy a spare driver event to take or room to
- * keep one. Anything else is handed to the driverkit method itself, which refuses it or makes
- * the call, with the same errors.
- *
- * The driverkit methods hold the backend's lock from their checks to the driver call, so that
- * a destroy on another thread cannot come between. The record, query and readings rely on the
- * GIL instead: between reading a handle's state and the driver call nothing allocates a Python
- * object that the collector tracks, calls Python code or releases the GIL, so no other thread
- * and no finalizer runs in between (the driverkit destroy marks a handle closed before it
- * reaches the driver). A fence's record and destroy change the object's own bookkeeping (its
- * spare list and live count, which its other methods change across several statements), so
- * they take the object's lock as the driverkit methods do, and run no Python code while they
- * hold it. What is read and written of a handle (its slots' own descriptors) and of the
- * object (its attributes' names), and the methods, come from
- * eventapi.driverkit.compiled_fast_path(): the handle classes and driverkit own them. The
- * last argument of configure_fast_path is the backend module's own DriverCalls, whose `lost`
- * is what its classes' _context_lost() returns: read here as an attribute, not called.
- */
-
-enum {
-    SLOT_OWNER,
-    SLOT_CLOSED,
-    SLOT_RAW,
-    SLOT_USERS,
-    SLOT_RECORDED,
-    SLOT_REACHED,
-    SLOT_SPARE,
-    SLOT_COUNT
-};
-enum { BY_RECORD, BY_QUERY, BY_ELAPSED_MANY, BY_RECORD_NEW, BY_DESTROY, BY_ADOPT, BY_COUNT };
-enum {
-    STATE_LOCK,
-    STATE_SPARES,
-    STATE_LIVE_EVENTS,
-    STATE_FORKED,
-    STATE_FINALIZED,
-    STATE_SPARE_EVENTS,
-    STATE_COUNT
-};
-
-static struct {
-    int configured;
-    PyObject *event_type, *stream_type;
-    PyObject *slot[SLOT_COUNT];
-    descrgetfunc get[SLOT_COUNT];
-    descrsetfunc set[SLOT_COUNT];
-    PyObject *thread_state, *bound; /* the backend's per-thread state, and its "bound" flag */
-    PyObject *by[BY_COUNT];         /* the driverkit methods, for every case not taken here */
-    PyObject *state[STATE_COUNT];   /* the names of the backend object's own attributes */
-    PyObject *record_failed;        /* record_failed(backend, event): a spare's record failed */
-    PyObject *no_raw, *released;    /* a new wrapper's driver handle; a handed-on one's users */
-    PyObject *acquire, *release;    /* the lock's method names */
-    PyObject *calls, *lost;         /* the backend's DriverCalls, and the name "lost" */
-    PyObject *zero;                 /* a new handle's users */
-    newfunc event_new;              /* the event class's tp_new */
-    int plain_event;                /* it is object's: the class is plain Python */
-    PyObject *no_args;              /* () for it */
-} fp;
-
-#define CONFIGURE_ARGS 11
-
-static PyObject *configure_fast_path(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (!arg_count("configure_fast_path", nargs, CONFIGURE_ARGS)) return NULL;
-    PyObject *slots = args[2], *methods = args[5], *state = args[6];
-    int ok = PyType_Check(args[0]) && PyType_Check(args[1]) && PyTuple_Check(slots) &&
-             PyTuple_Size(slots) == SLOT_COUNT && PyUnicode_Check(args[3]) &&
-             PyUnicode_Check(args[4]) && PyTuple_Check(methods) &&
-             PyTuple_Size(methods) == BY_COUNT && PyTuple_Check(state) &&
-             PyTuple_Size(state) == STATE_COUNT && PyCallable_Check(args[7]) &&
-             PyLong_Check(args[9]);
-    for (int i = 0; ok && i < STATE_COUNT; i++) ok = PyUnicode_Check(PyTuple_GetItem(state, i));
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError,
-                     "configure_fast_path(event_type, stream_type, %d slots, thread_state, "
-                     "bound, %d methods, %d state names, record_failed, no_raw, released, calls)",
-                     SLOT_COUNT, BY_COUNT, STATE_COUNT);
-        return NULL;
+static int add_type(PyObject *mod, int i, const char *name, PyType_Slot *slots,
+                    Py_ssize_t size, unsigned int flags, PyTypeObject **type) {
+    if (*type == NULL) { /* made once: a module imported again shares them */
+        PyType_Spec spec = {type_names[i], (int)size, 0, Py_TPFLAGS_DEFAULT | flags, slots};
+        PyOS_snprintf(type_names[i], sizeof type_names[i], "%s.%s", PyModule_GetName(mod), name);
+        *type = (PyTypeObject *)PyType_FromSpec(&spec); /* kept for the process */
     }
-    descrgetfunc get[SLOT_COUNT];
-    descrsetfunc set[SLOT_COUNT];
-    for (int i = 0; i < SLOT_COUNT; i++) {
-        PyTypeObject *kind = Py_TYPE(PyTuple_GetItem(slots, i));
-        get[i] = (descrgetfunc)PyType_GetSlot(kind, Py_tp_descr_get);
-        set[i] = (descrsetfunc)PyType_GetSlot(kind, Py_tp_descr_set);
-        if (get[i] == NULL || set[i] == NULL) {
-            PyErr_SetString(PyExc_TypeError, "configure_fast_path(): a slot is a data descriptor");
-            return NULL;
-        }
-    }
-    for (int i = 0; i < BY_COUNT; i++) {
-        if (!PyCallable_Check(PyTuple_GetItem(methods, i))) {
-            PyErr_SetString(PyExc_TypeError, "configure_fast_path(): methods are callable");
-            return NULL;
-        }
-    }
-    PyObject *acquire = PyUnicode_InternFromString("acquire");
-    PyObject *release = PyUnicode_InternFromString("release");
-    PyObject *lost = PyUnicode_InternFromString("lost");
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *no_args = PyTuple_New(0);
-    newfunc event_new = (newfunc)PyType_GetSlot((PyTypeObject *)args[0], Py_tp_new);
-    if (acquire == NULL || release == NULL || lost == NULL || zero == NULL || no_args == NULL ||
-        event_new == NULL) {
-        Py_DecRef(acquire);
-        Py_DecRef(release);
-        Py_DecRef(lost);
-        Py_DecRef(zero);
-        Py_DecRef(no_args);
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "the event class has no tp_new");
-        return NULL;
-    }
-    /* Kept for the process, as configure()'s: the classes and functions live as long. */
-    fp.event_type = new_ref(args[0]);
-    fp.stream_type = new_ref(args[1]);
-    fp.thread_state = new_ref(args[3]);
-    fp.bound = new_ref(args[4]);
-    for (int i = 0; i < SLOT_COUNT; i++) {
-        fp.slot[i] = new_ref(PyTuple_GetItem(slots, i));
-        fp.get[i] = get[i];
-        fp.set[i] = set[i];
-    }
-    for (int i = 0; i < BY_COUNT; i++) fp.by[i] = new_ref(PyTuple_GetItem(methods, i));
-    for (int i = 0; i < STATE_COUNT; i++) fp.state[i] = new_ref(PyTuple_GetItem(state, i));
-    fp.record_failed = new_ref(args[7]);
-    fp.no_raw = new_ref(args[8]);
-    fp.released = new_ref(args[9]);
-    fp.acquire = acquire;
-    fp.release = release;
-    fp.calls = new_ref(args[10]);
-    fp.lost = lost;
-    fp.zero = zero;
-    fp.no_args = no_args;
-    fp.event_new = event_new;
-    fp.plain_event = event_new == (newfunc)PyType_GetSlot(&PyBaseObject_Type, Py_tp_new);
-    fp.configured = 1;
-    RETURN_NONE;
+    return *type != NULL && PyModule_AddObjectRef(mod, name, (PyObject *)*type) == 0;
 }
 
-/* The driverkit method `which` with (self, *args, **kwnames): every case not taken here. */
-static PyObject *hand_over(int which, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames) {
-    if (!fp.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "the native fast path was not configured");
-        return NULL;
+static int module_exec(PyObject *mod) {
+    int64_t interpreter = PyInterpreterState_GetID(PyInterpreterState_Get());
+    if (cfg.interpreter >= 0 && cfg.interpreter != interpreter) {
+        PyErr_Format(PyExc_ImportError,
+                     "%s cannot be imported in a second interpreter of this process: it holds "
+                     "the driver's state for the first one (interpreter %lld)",
+                     PyModule_GetName(mod), (long long)cfg.interpreter);
+        return -1;
     }
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
-    PyObject *positional = PyTuple_New(nargs + 1), *keywords = NULL, *result = NULL;
-    if (positional == NULL) return NULL;
-    PyTuple_SetItem(positional, 0, new_ref(self)); /* steals */
-    for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SetItem(positional, i + 1, new_ref(args[i]));
-    if (nkw > 0) {
-        keywords = PyDict_New();
-        if (keywords == NULL) goto done;
-        for (Py_ssize_t i = 0; i < nkw; i++) {
-            if (PyDict_SetItem(keywords, PyTuple_GetItem(kwnames, i), args[nargs + i]) < 0)
-                goto done;
-        }
+    if (!add_type(mod, 0, "Backend", backend_slots, sizeof(Backend), Py_TPFLAGS_BASETYPE,
+                  &backend_type) ||
+        !add_type(mod, 1, "Event", event_slots, sizeof(Handle), 0, &event_type) ||
+        !add_type(mod, 2, "Stream", stream_slots, sizeof(Handle), 0, &stream_type))
+        return -1;
+    if (cfg.interpreter < 0 && pthread_atfork(NULL, NULL, count_fork) != 0) {
+        PyErr_SetString(PyExc_ImportError, "_native: pthread_atfork failed");
+        return -1;
     }
-    result = PyObject_Call(fp.by[which], positional, keywords);
-done:
-    Py_DecRef(positional);
-    Py_DecRef(keywords);
-    return result;
+    cfg.interpreter = interpreter;
+    return 0;
 }
 
-/* A new reference to `obj`'s slot `i`, or NULL (with the error cleared) when it is unset. */
-static PyObject *slot_value(int i, PyObject *obj) {
-    PyObject *value = fp.get[i](fp.slot[i], obj, (PyObject *)Py_TYPE(obj));
-    if (value == NULL) PyErr_Clear();
-    return value;
-}
-
-/* 1 when `obj`'s slot `i` is `expected` (compared by identity), else 0. */
-static int slot_is(int i, PyObject *obj, PyObject *expected) {
-    PyObject *value = slot_value(i, obj);
-    int same = value == expected;
-    Py_DecRef(value);
-    return same;
-}
-
-/* 1 when `handle` is of `kind`, `owner`'s and open; its driver handle in *raw. */
-static int own_open(PyObject *handle, PyObject *kind, PyObject *owner, void **raw) {
-    if ((PyObject *)Py_TYPE(handle) != kind || !slot_is(SLOT_OWNER, handle, owner) ||
-        !slot_is(SLOT_CLOSED, handle, Py_False))
-        return 0;
-    PyObject *value = slot_value(SLOT_RAW, handle);
-    if (value == NULL) return 0;
-    int ok = PyLong_Check(value) && handle_arg(value, raw);
-    if (!ok) PyErr_Clear(); /* not a driver handle (not created yet): the method says so */
-    Py_DecRef(value);
-    return ok;
-}
-
-/* 1 when the calling thread is bound to `self` (the backend's thread_state.bound is True).
-   Asked first: the per-thread state of a new thread is allocated here. */
-static int thread_bound(PyObject *self) {
-    PyObject *state = PyObject_GetAttr(self, fp.thread_state);
-    if (state == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    PyObject *bound = PyObject_GetAttr(state, fp.bound);
-    Py_DecRef(state);
-    if (bound == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    int yes = bound == Py_True;
-    Py_DecRef(bound);
-    return yes;
-}
-
-static PyObject *fast_record_unless_capturing(PyObject *self, PyObject *const *args,
-                                              Py_ssize_t nargs, PyObject *kwnames) {
-    void *event, *stream;
-    if (!fp.configured || kwnames != NULL || nargs != 2 || !thread_bound(self) ||
-        !own_open(args[0], fp.event_type, self, &event) ||
-        !own_open(args[1], fp.stream_type, self, &stream))
-        return hand_over(BY_RECORD, self, args, nargs, kwnames);
-    OPEN(STREAM_IS_CAPTURING);
-    int capturing = 0;
-    status_t status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing);
-    if (status != 0) return raise_status(STREAM_IS_CAPTURING, status);
-    if (capturing != 0) RETURN_FALSE;
-    status = CALL(EVENT_RECORD, record_fn)(event, stream);
-    if (status != 0) return raise_status(EVENT_RECORD, status);
-    if (fp.set[SLOT_REACHED](fp.slot[SLOT_REACHED], args[0], Py_False) < 0 ||
-        fp.set[SLOT_RECORDED](fp.slot[SLOT_RECORDED], args[0], Py_True) < 0)
-        return NULL;
-    RETURN_TRUE;
-}
-
-static PyObject *fast_event_query(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                  PyObject *kwnames) {
-    void *event;
-    if (!fp.configured || kwnames != NULL || nargs != 1 || !thread_bound(self) ||
-        !own_open(args[0], fp.event_type, self, &event) ||
-        !slot_is(SLOT_RECORDED, args[0], Py_True))
-        return hand_over(BY_QUERY, self, args, nargs, kwnames);
-    OPEN(EVENT_QUERY);
-    status_t status = CALL(EVENT_QUERY, handle_fn)(event);
-    if (status == cfg.not_ready) RETURN_FALSE;
-    if (status != 0) return raise_status(EVENT_QUERY, status);
-    if (fp.set[SLOT_REACHED](fp.slot[SLOT_REACHED], args[0], Py_True) < 0) return NULL;
-    RETURN_TRUE;
-}
-
-/* The raw handles of a list of this backend's open, recorded events into raws; 0 if any is
-   not one (or the list changed size), and nothing is raised. */
-static int recorded_raws(PyObject *self, PyObject *events, Py_ssize_t count, void **raws) {
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *event = PyList_GetItem(events, i); /* borrowed: nothing runs meanwhile */
-        if (event == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        if (!own_open(event, fp.event_type, self, &raws[i]) ||
-            !slot_is(SLOT_RECORDED, event, Py_True))
-            return 0;
-    }
-    return 1;
-}
-
-static PyObject *fast_event_elapsed_many(PyObject *self, PyObject *const *args,
-                                         Py_ssize_t nargs, PyObject *kwnames) {
-    if (!fp.configured || kwnames != NULL || nargs != 2 || !PyList_Check(args[0]) ||
-        !PyList_Check(args[1]) || PyList_Size(args[0]) != PyList_Size(args[1]) ||
-        !thread_bound(self))
-        return hand_over(BY_ELAPSED_MANY, self, args, nargs, kwnames);
-    Py_ssize_t count = PyList_Size(args[0]);
-    /* Allocated before the handles are read: a list is tracked by the collector, whose
-       finalizers could destroy a handle between its check and its reading. */
-    PyObject *readings = PyList_New(count);
-    void **raws = PyMem_Malloc(sizeof(void *) * (size_t)(2 * count + 1));
-    if (readings == NULL || raws == NULL) {
-        Py_DecRef(readings);
-        PyMem_Free(raws);
-        return PyErr_NoMemory();
-    }
-    if (!recorded_raws(self, args[0], count, raws) ||
-        !recorded_raws(self, args[1], count, raws + count)) {
-        Py_DecRef(readings);
-        PyMem_Free(raws);
-        return hand_over(BY_ELAPSED_MANY, self, args, nargs, kwnames);
-    }
-    if (!ready()) goto fail;
-    if (cfg.lost != 0) {
-        raise_status(EVENT_ELAPSED, cfg.lost);
-        goto fail;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        float ms = 0.0f;
-        status_t status = CALL(EVENT_ELAPSED, elapsed_fn)(&ms, raws[i], raws[count + i]);
-        if (status != 0) {
-            raise_status(EVENT_ELAPSED, status);
-            goto fail;
-        }
-        PyObject *ns = ns_from_ms(ms); /* an int: not tracked by the collector */
-        if (ns == NULL) goto fail;
-        if (PyLong_AsLongLong(ns) < 0) { /* clamped at 0, as the driverkit method does */
-            Py_DecRef(ns);
-            ns = PyLong_FromLong(0);
-            if (ns == NULL) goto fail;
-        }
-        PyList_SetItem(readings, i, ns); /* steals ns */
-    }
-    PyMem_Free(raws);
-    return readings;
-fail:
-    PyMem_Free(raws);
-    Py_DecRef(readings);
-    return NULL;
-}
-
-/* adopt_stream(stream): a stream of this backend, open, is its own handle, as it is. */
-static PyObject *fast_adopt_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames) {
-    if (fp.configured && kwnames == NULL && nargs == 1 &&
-        (PyObject *)Py_TYPE(args[0]) == fp.stream_type && slot_is(SLOT_OWNER, args[0], self) &&
-        slot_is(SLOT_CLOSED, args[0], Py_False))
-        return new_ref(args[0]);
-    return hand_over(BY_ADOPT, self, args, nargs, kwnames);
-}
-
-/* -- a fence's record and destroy, from and to the spares ---------------------------------- */
-
-/* The backend's lock, acquired: a new reference to it, or NULL with the error set (an
-   interrupt while another thread held it). An acquire that does not wait runs no Python code
-   and no signal handler. This module's Lock is taken directly; any other through its
-   acquire() and release() methods. */
-static PyObject *lock_taken(PyObject *self) {
-    PyObject *lock = PyObject_GetAttr(self, fp.state[STATE_LOCK]);
-    if (lock == NULL) return NULL;
-    if (Py_TYPE(lock) == lock_type) { /* this module's own: taken without a call */
-        if (lock_take((reentrant_lock *)lock)) return lock;
-        Py_DecRef(lock);
-        return NULL;
-    }
-    PyObject *got = PyObject_CallMethodObjArgs(lock, fp.acquire, NULL);
-    if (got == NULL) {
-        Py_DecRef(lock);
-        return NULL;
-    }
-    Py_DecRef(got);
-    return lock;
-}
-
-/* Release `lock` (this thread holds it) and drop the reference; 0 with the error set. */
-static int lock_given_back(PyObject *lock) {
-    if (Py_TYPE(lock) == lock_type) {
-        int given = lock_give((reentrant_lock *)lock);
-        Py_DecRef(lock);
-        return given;
-    }
-    PyObject *done = PyObject_CallMethodObjArgs(lock, fp.release, NULL);
-    Py_DecRef(lock);
-    if (done == NULL) return 0;
-    Py_DecRef(done);
-    return 1;
-}
-
-/* 1 when the backend object's attribute `i` is `expected` (by identity), else 0, no error. */
-static int state_is(PyObject *self, int i, PyObject *expected) {
-    PyObject *value = PyObject_GetAttr(self, fp.state[i]);
-    if (value == NULL) PyErr_Clear();
-    int same = value == expected;
-    Py_DecRef(value);
-    return same;
-}
-
-/* The object's spare list (a new reference) and its length; NULL, no error, if not a list. */
-static PyObject *spares_of(PyObject *self, Py_ssize_t *count) {
-    PyObject *spares = PyObject_GetAttr(self, fp.state[STATE_SPARES]);
-    if (spares == NULL || !PyList_Check(spares)) {
-        PyErr_Clear();
-        Py_DecRef(spares);
-        return NULL;
-    }
-    *count = PyList_Size(spares);
-    return spares;
-}
-
-/* The live event count plus `delta`, to be stored with count_stored(); NULL with the error
-   set. Computed before anything changes, so that what can fail fails first. */
-static PyObject *count_plus(PyObject *self, long delta) {
-    PyObject *count = PyObject_GetAttr(self, fp.state[STATE_LIVE_EVENTS]);
-    PyObject *step = count == NULL ? NULL : PyLong_FromLong(delta);
-    PyObject *sum = step == NULL ? NULL : PyNumber_Add(count, step);
-    Py_DecRef(step);
-    Py_DecRef(count);
-    return sum;
-}
-
-/* Store a count from count_plus() (the attribute exists: nothing allocates) and drop it. */
-static void count_stored(PyObject *self, PyObject *count) {
-    if (PyObject_SetAttr(self, fp.state[STATE_LIVE_EVENTS], count) < 0) PyErr_Clear();
-    Py_DecRef(count);
-}
-
-/* Set `obj`'s slot `i` (its type was checked: a slot's own setter does not fail then). */
-static void slot_set(int i, PyObject *obj, PyObject *value) {
-    if (fp.set[i](fp.slot[i], obj, value) < 0) PyErr_Clear();
-}
-
-/* 1 when the backend's context is usable (its DriverCalls' `lost`, what _context_lost()
-   returns, is None), 0 when it is lost, -1 with the error set when it cannot be read. */
-static int context_usable(void) {
-    PyObject *lost = PyObject_GetAttr(fp.calls, fp.lost);
-    if (lost == NULL) return -1;
-    int usable = lost == Py_None;
-    Py_DecRef(lost);
-    return usable;
-}
-
-/* A new event wrapper of `self`, as Event(NO_RAW, self) builds it (closed, uncounted, no
-   driver handle); NULL with the error set. It allocates, so it comes before the lock. For
-   the Python class, whose tp_new is object's, without its Python __init__: object's tp_new
-   makes it and __init__'s stores are made here (every slot of an Event is among the
-   descriptors). Any other class (a compiled core's native one, whose tp_new runs __init__
-   and sets up what the class needs) is called as Python calls it. */
-static PyObject *event_built(PyObject *self) {
-    if (!fp.plain_event)
-        return PyObject_CallFunctionObjArgs(fp.event_type, fp.no_raw, self, NULL);
-    PyObject *event = fp.event_new((PyTypeObject *)fp.event_type, fp.no_args, NULL);
-    if (event == NULL) return NULL;
-    slot_set(SLOT_RAW, event, fp.no_raw);
-    slot_set(SLOT_OWNER, event, self);
-    slot_set(SLOT_CLOSED, event, Py_True);
-    slot_set(SLOT_USERS, event, fp.zero);
-    slot_set(SLOT_RECORDED, event, Py_False);
-    slot_set(SLOT_SPARE, event, Py_False);
-    slot_set(SLOT_REACHED, event, Py_False);
-    return event;
-}
-
-/*
- * event_record_new(stream): a fence's event from a spare driver event. The wrapper is built
- * first (an allocation may collect garbage, which runs finalizers), then, in one section of
- * the backend's lock as the driverkit method holds it: it is counted and opened, takes the
- * spare (stored in it before the spare leaves the list, with nothing in between), and the
- * capture check and the record follow. A capturing stream puts the spare back and returns
- * None; a failed check or record builds its error, hands the event to record_failed (its
- * driver event goes back to the driver, not to the spares) and raises. Without a spare the
- * driverkit method creates one. No reference that could be the wrapper's last is dropped
- * under the lock: its finalizer is Python code.
- */
-static PyObject *fast_event_record_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                       PyObject *kwnames) {
-    Py_ssize_t count = 0;
-    PyObject *spares = NULL;
-    if (fp.configured && cfg.configured && kwnames == NULL && nargs == 1 && thread_bound(self) &&
-        (PyObject *)Py_TYPE(args[0]) == fp.stream_type && slot_is(SLOT_OWNER, args[0], self))
-        spares = spares_of(self, &count);
-    Py_DecRef(spares);
-    if (count == 0) return hand_over(BY_RECORD_NEW, self, args, nargs, kwnames);
-    PyObject *stream = args[0];
-    PyObject *event = event_built(self);
-    if (event == NULL) return NULL;
-    PyObject *lock = lock_taken(self);
-    if (lock == NULL) {
-        Py_DecRef(event);
-        return NULL;
-    }
-    /* Asked again under the lock: another thread may have closed the stream or taken the
-       last spare meanwhile. Then the method refuses, or creates. */
-    void *raw_stream = NULL, *raw_event = NULL;
-    count = 0;
-    spares = spares_of(self, &count);
-    PyObject *raw = count > 0 ? PyList_GetItem(spares, count - 1) : NULL; /* borrowed */
-    /* The count before (to store back without an allocation if nothing is recorded) and
-       after. */
-    PyObject *before = raw != NULL ? PyObject_GetAttr(self, fp.state[STATE_LIVE_EVENTS]) : NULL;
-    PyObject *counted = before != NULL ? count_plus(self, 1) : NULL;
-    if (counted == NULL || !handle_arg(raw, &raw_event) ||
-        !own_open(stream, fp.stream_type, self, &raw_stream)) {
-        PyErr_Clear();
-        Py_DecRef(counted);
-        Py_DecRef(before);
-        Py_DecRef(spares);
-        int released = lock_given_back(lock);
-        Py_DecRef(event);
-        if (!released) return NULL;
-        return hand_over(BY_RECORD_NEW, self, args, nargs, kwnames);
-    }
-    Py_IncRef(raw);
-    count_stored(self, counted);
-    slot_set(SLOT_CLOSED, event, Py_False);
-    slot_set(SLOT_RAW, event, raw);
-    if (PyList_SetSlice(spares, count - 1, count, NULL) < 0) { /* shrinks: no allocation */
-        /* The spare is still in the list: the wrapper gives it up, as it was built. */
-        slot_set(SLOT_RAW, event, fp.no_raw);
-        slot_set(SLOT_CLOSED, event, Py_True);
-        count_stored(self, before);
-        Py_DecRef(raw);
-        Py_DecRef(spares);
-        int released = lock_given_back(lock);
-        Py_DecRef(event);
-        return released ? hand_over(BY_RECORD_NEW, self, args, nargs, kwnames) : NULL;
-    }
-    int slot = STREAM_IS_CAPTURING, capturing = 0;
-    status_t status = cfg.lost;
-    if (status == 0) status = CALL(STREAM_IS_CAPTURING, capturing_fn)(raw_stream, &capturing);
-    if (status == 0 && capturing == 0) {
-        slot = EVENT_RECORD;
-        status = CALL(EVENT_RECORD, record_fn)(raw_event, raw_stream);
-    }
-    int skipped = status == 0 && capturing != 0;
-    if (skipped) {
-        /* Nothing was recorded: the spare goes back as it was, the wrapper closed and
-           uncounted first (its finalizer then releases nothing). */
-        if (PyList_Append(spares, raw) == 0) {
-            slot_set(SLOT_CLOSED, event, Py_True);
-            slot_set(SLOT_USERS, event, fp.released);
-            count_stored(self, before);
-            before = NULL;
-        }
-        PyErr_Clear(); /* else the open wrapper keeps it, and its finalizer releases it */
-    } else if (status == 0) {
-        slot_set(SLOT_RECORDED, event, Py_True);
-        slot_set(SLOT_SPARE, event, Py_True);
-    }
-    Py_DecRef(before);
-    Py_DecRef(raw);
-    Py_DecRef(spares);
-    if (!lock_given_back(lock) || skipped) {
-        Py_DecRef(event);
-        return PyErr_Occurred() ? NULL : new_ref(Py_None);
-    }
-    if (status == 0) return event;
-    /* The error first: a sticky one marks the context lost, and record_failed then leaves the
-       event to the lost context instead of the driver. record_failed runs whatever is raised,
-       as driverkit's `except BaseException` does; an error of its own replaces that one. */
-    PyObject *error = PyObject_CallFunction(cfg.fail, "Oi", cfg.name[slot], (int)status);
-    if (error != NULL) {
-        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
-        Py_DecRef(error);
-    }
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyObject *done = PyObject_CallFunctionObjArgs(fp.record_failed, self, event, NULL);
-    if (done != NULL) {
-        Py_DecRef(done);
-        PyErr_Restore(type, value, traceback);
-    } else {
-        Py_DecRef(type);
-        Py_DecRef(value);
-        Py_DecRef(traceback);
-    }
-    Py_DecRef(event);
-    return NULL;
-}
-
-/*
- * event_destroy(event): a fence's event seen reached, kept for the next fence. Checked as the
- * driverkit method checks it, then, in one section of the backend's lock: not closed, no call
- * in flight, the object not finalized, room among the spares. Then the driver event joins the
- * spares (first: the one step that can fail), and the wrapper is closed, released and counted
- * gone. Every other destroy is the driverkit method's.
- */
-static PyObject *fast_event_destroy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                    PyObject *kwnames) {
-    PyObject *event = nargs == 1 ? args[0] : NULL;
-    if (!fp.configured || kwnames != NULL || event == NULL ||
-        (PyObject *)Py_TYPE(event) != fp.event_type || !slot_is(SLOT_OWNER, event, self) ||
-        !slot_is(SLOT_SPARE, event, Py_True) || !slot_is(SLOT_REACHED, event, Py_True) ||
-        !state_is(self, STATE_FORKED, Py_False))
-        return hand_over(BY_DESTROY, self, args, nargs, kwnames);
-    int usable = context_usable();
-    if (usable < 0) return NULL;
-    if (!usable) return hand_over(BY_DESTROY, self, args, nargs, kwnames);
-    PyObject *lock = lock_taken(self);
-    if (lock == NULL) return NULL;
-    Py_ssize_t count = 0;
-    PyObject *spares = spares_of(self, &count);
-    PyObject *room = spares == NULL ? NULL : PyObject_GetAttr(self, fp.state[STATE_SPARE_EVENTS]);
-    PyObject *users = slot_value(SLOT_USERS, event);
-    PyObject *raw = slot_value(SLOT_RAW, event);
-    PyObject *uncounted = NULL;
-    int kept = room != NULL && PyLong_Check(room) && count < PyLong_AsSsize_t(room) &&
-               users != NULL && PyLong_Check(users) && PyLong_AsLong(users) == 0 &&
-               raw != NULL && slot_is(SLOT_CLOSED, event, Py_False) &&
-               state_is(self, STATE_FINALIZED, Py_False) &&
-               (uncounted = count_plus(self, -1)) != NULL && PyList_Append(spares, raw) == 0;
-    PyErr_Clear();
-    if (kept) {
-        slot_set(SLOT_CLOSED, event, Py_True);
-        slot_set(SLOT_USERS, event, fp.released);
-        count_stored(self, uncounted);
-    } else {
-        Py_DecRef(uncounted);
-    }
-    Py_DecRef(raw);
-    Py_DecRef(users);
-    Py_DecRef(room);
-    Py_DecRef(spares);
-    if (!lock_given_back(lock)) return NULL;
-    if (kept) RETURN_NONE;
-    return hand_over(BY_DESTROY, self, args, nargs, kwnames);
-}
-
-static PyMethodDef fast_path_methods[] = {
-    {"event_record_unless_capturing", (PyCFunction)(void (*)(void))fast_record_unless_capturing,
-     METH_FASTCALL | METH_KEYWORDS,
-     "event_record_unless_capturing(event, stream) -> bool: see eventapi.driverkit"},
-    {"event_query", (PyCFunction)(void (*)(void))fast_event_query,
-     METH_FASTCALL | METH_KEYWORDS, "event_query(event) -> bool: see eventapi.driverkit"},
-    {"event_elapsed_many", (PyCFunction)(void (*)(void))fast_event_elapsed_many,
-     METH_FASTCALL | METH_KEYWORDS,
-     "event_elapsed_many(starts, ends) -> list[int]: see eventapi.driverkit"},
-    {"event_record_new", (PyCFunction)(void (*)(void))fast_event_record_new,
-     METH_FASTCALL | METH_KEYWORDS,
-     "event_record_new(stream) -> Event | None: see eventapi.driverkit"},
-    {"event_destroy", (PyCFunction)(void (*)(void))fast_event_destroy,
-     METH_FASTCALL | METH_KEYWORDS, "event_destroy(event): see eventapi.driverkit"},
-    {"adopt_stream", (PyCFunction)(void (*)(void))fast_adopt_stream,
-     METH_FASTCALL | METH_KEYWORDS, "adopt_stream(stream) -> Stream: see eventapi.driverkit"},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyType_Slot fast_path_slots[] = {
-    {Py_tp_doc, "The fast path's common case in C; see _native.c."},
-    {Py_tp_methods, fast_path_methods},
-    {0, NULL},
-};
-
-static PyType_Spec fast_path_spec = {
-    "_native.FastPath", 0, 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, fast_path_slots,
-};
-
-/* -- the module --------------------------------------------------------------------------- */
-
-static PyMethodDef methods[] = {
-    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "configure(addresses, names, fail, not_ready, sync_event_flags, spin_ns)"},
-    {"lose", lose, METH_O, "lose(status): every later call fails with status, uncalled"},
-    {"event_create", (PyCFunction)(void (*)(void))event_create, METH_FASTCALL,
-     "event_create(flags, store): create an event and store(handle) in the same call"},
-    {"stream_create", (PyCFunction)(void (*)(void))stream_create, METH_FASTCALL,
-     "stream_create(flags, store): create a stream and store(handle) in the same call"},
-    {"event_destroy", event_destroy, METH_O, "event_destroy(event)"},
-    {"stream_destroy", stream_destroy, METH_O, "stream_destroy(stream)"},
-    {"event_destroy_from", (PyCFunction)(void (*)(void))event_destroy_from, METH_FASTCALL,
-     "event_destroy_from(read, clear): take read()'s event out with clear() and destroy it"},
-    {"stream_destroy_from", (PyCFunction)(void (*)(void))stream_destroy_from, METH_FASTCALL,
-     "stream_destroy_from(read, clear): take read()'s stream out with clear() and destroy it"},
-    {"event_record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL,
-     "event_record(event, stream)"},
-    {"event_record_unless_capturing",
-     (PyCFunction)(void (*)(void))event_record_unless_capturing, METH_FASTCALL,
-     "event_record_unless_capturing(event, stream) -> bool: True when recorded"},
-    {"stream_is_capturing", stream_is_capturing, METH_O, "stream_is_capturing(stream) -> bool"},
-    {"event_query", event_query, METH_O, "event_query(event) -> bool"},
-    {"stream_wait_event", (PyCFunction)(void (*)(void))stream_wait_event, METH_FASTCALL,
-     "stream_wait_event(stream, event)"},
-    {"event_elapsed_ns", (PyCFunction)(void (*)(void))event_elapsed_ns, METH_FASTCALL,
-     "event_elapsed_ns(start, end) -> int, unclamped"},
-    {"event_elapsed_ns_many", (PyCFunction)(void (*)(void))event_elapsed_ns_many,
-     METH_FASTCALL, "event_elapsed_ns_many(starts, ends) -> list[int], unclamped"},
-    {"event_wait", event_wait, METH_O, "event_wait(event): query spin, then synchronize"},
-    {"stream_synchronize", stream_synchronize, METH_O,
-     "stream_synchronize(stream): wait on a blocking-sync event recorded into it"},
-    {"configure_fast_path", (PyCFunction)(void (*)(void))configure_fast_path, METH_FASTCALL,
-     "configure_fast_path(*eventapi.driverkit.compiled_fast_path())"},
-    {NULL, NULL, 0, NULL},
-};
+static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, module_exec}, {0, NULL}};
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_native", "The hot driver calls, made from C.", -1, methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_native", "The handles and hot calls of a cuda or hip backend.", 0,
+    module_methods, module_slots, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__native(void) {
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL) return NULL;
-    /* The class is named under its module as imported (eventapi_cuda._native or
-       eventapi_hip._native), which one source cannot spell: the spec's name is made here, in
-       storage that lives as long as the type, which keeps pointing into it. */
-    static char qualified[200];
-    const char *module_name = PyModule_GetName(mod);
-    if (module_name == NULL ||
-        snprintf(qualified, sizeof qualified, "%s.FastPath", module_name) >=
-            (int)sizeof qualified) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ImportError, "_native: a long module name");
-        Py_DecRef(mod);
-        return NULL;
-    }
-    fast_path_spec.name = qualified;
-    PyObject *fast_path = PyType_FromSpec(&fast_path_spec);
-    if (fast_path == NULL || PyModule_AddObject(mod, "FastPath", fast_path) < 0) {
-        Py_DecRef(fast_path);
-        Py_DecRef(mod);
-        return NULL;
-    }
-    static char lock_name[200];
-    snprintf(lock_name, sizeof lock_name, "%s.Lock", module_name); /* shorter than FastPath */
-    lock_spec.name = lock_name;
-    PyObject *lock = PyType_FromSpec(&lock_spec);
-    if (lock == NULL) {
-        Py_DecRef(mod);
-        return NULL;
-    }
-    lock_type = (PyTypeObject *)lock; /* kept for the process, and by the module */
-    Py_IncRef(lock);
-    if (PyModule_AddObject(mod, "Lock", lock) < 0) {
-        Py_DecRef(lock);
-        Py_DecRef(mod);
-        return NULL;
-    }
-    return mod;
-}
+PyMODINIT_FUNC PyInit__native(void) { return PyModuleDef_Init(&module); }

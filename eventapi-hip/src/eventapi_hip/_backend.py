@@ -25,6 +25,11 @@ child this module refuses to build a backend object
 (:class:`~eventapi.BackendUnavailableError`), the parent's objects refuse every call, and
 nothing collected there calls the runtime.
 
+Handles. The events and streams are ``_native.Event`` and ``_native.Stream``, whose C struct
+holds the runtime's handle, the backend object and their state; the calls are
+``_native.Backend``'s, made in C with their checks (eventapi-cuda's ``_native.c``, which this
+package links to, states the rules; docs/native.md says why).
+
 hip-python facts this module relies on, checked against the binding's source
 (``rocm/bindings/hip.pyx``, ``cyhip.pyx``):
 
@@ -43,34 +48,41 @@ hip-python facts this module relies on, checked against the binding's source
 
 from __future__ import annotations
 
+import functools
+import logging
 import operator
 import os
+import sys
+import sysconfig
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, final
 
 from hip import hip
 
-from eventapi import BackendUnavailableError, DriverError
-from eventapi.driverkit import (
-    CaptureCheckMixin,
-    DriverBackend,
-    DriverCalls,
-    EventQueryMixin,
-    HostFuncMixin,
-    compiled_fast_path,
-    foreign_stream_handle,
-    launch_host_func,
-)
+from eventapi import BackendUnavailableError, CaptureError, DriverError, EventStateError
+from eventapi.driverkit import DriverCalls, LiveHandles, foreign_stream_handle, launch_host_func
+
+if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    raise ImportError(
+        "eventapi-hip needs the GIL, which this free-threaded CPython build does not have: "
+        "its compiled handles rely on it (docs/native.md); use the default build of CPython"
+    )
 
 from . import _native
 
 if TYPE_CHECKING:
-    from eventapi import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
-    from eventapi.driverkit import Event, Stream
+    from eventapi import (
+        EventApi,
+        SupportsCaptureCheck,
+        SupportsEventQuery,
+        SupportsFastPath,
+        SupportsHostFunc,
+    )
 
 __all__ = ["HipBackend"]
+
+_log = logging.getLogger("eventapi")
 
 _HipError = hip.hipError_t
 _UINT32 = 0xFFFF_FFFF
@@ -87,7 +99,8 @@ _SPIN_NS = 100_000
 
 # The runtime calls _native.c makes, in the order it takes them (the prototypes it declares
 # are HIP's own: hipEventCreateWithFlags(hipEvent_t *, unsigned) ...).
-_NATIVE_CALLS = (
+# (HIP keeps a current device per thread, not a context: the last two are CUDA's only.)
+_NATIVE_CALLS: tuple[str | None, ...] = (
     "hipEventCreateWithFlags",
     "hipEventDestroy",
     "hipEventRecord",
@@ -99,6 +112,11 @@ _NATIVE_CALLS = (
     "hipStreamWaitEvent",
     "hipStreamSynchronize",
     "hipStreamIsCapturing",
+    "hipLaunchHostFunc",
+    "hipGetDevice",
+    "hipSetDevice",
+    None,
+    None,
 )
 
 
@@ -135,12 +153,6 @@ _call = DriverCalls(
     ),
 )
 
-# The fast path's common case in C, on driverkit's own handles: _native.FastPath, first among
-# the backend's bases, takes six of the fast path's calls and hands anything else to the
-# driverkit methods (see eventapi.driverkit.compiled_fast_path). It reads whether the context
-# is lost from _call, which is what _context_lost() returns.
-_native.configure_fast_path(*compiled_fast_path(), _call)
-
 
 # Whether this process called the runtime; in a child forked after that, nothing may call it.
 _used = False
@@ -171,8 +183,10 @@ def _configure_native() -> None:
         path = os.fsdecode(get_library_path("amdhip64"))
         try:
             library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-            addresses = tuple(
-                int(ctypes.cast(getattr(library, name), ctypes.c_void_p).value or 0)
+            calls = tuple(
+                (name, int(ctypes.cast(getattr(library, name), ctypes.c_void_p).value or 0))
+                if name
+                else ("-", 0)
                 for name in _NATIVE_CALLS
             )
         except (OSError, AttributeError) as exc:
@@ -181,12 +195,19 @@ def _configure_native() -> None:
                 f"backend makes ({exc}); install the ROCm version hip-python was built for"
             ) from exc
         _native.configure(
-            addresses,
-            _NATIVE_CALLS,
-            _native_failure,
-            int(_HipError.hipErrorNotReady),
-            _SYNC_EVENT_FLAGS,
-            _SPIN_NS,
+            calls,
+            contexts=False,
+            not_ready=int(_HipError.hipErrorNotReady),
+            event_flags=_EVENT_FLAGS,
+            stream_flags=_STREAM_FLAGS,
+            sync_event_flags=_SYNC_EVENT_FLAGS,
+            spin_ns=_SPIN_NS,
+            fail=_native_failure,
+            adopt=_adopt,
+            log=_log.log,
+            is_finalizing=sys.is_finalizing,
+            state_error=EventStateError,
+            capture_error=CaptureError,
         )
         _configured = True
 
@@ -199,31 +220,32 @@ def _native_failure(call: str, status: int) -> DriverError:
     return error
 
 
+def _adopt(stream: object) -> int | None:
+    # A stream eventapi did not create: a framework's, an ihipStream_t, or a raw handle.
+    return foreign_stream_handle("hip", stream, native=(hip.ihipStream_t,))
+
+
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @final
-class HipBackend(
-    _native.FastPath,
-    EventQueryMixin[int, int],
-    CaptureCheckMixin[int, int],
-    HostFuncMixin[int, int],
-):
+class HipBackend(_native.Backend):
     """The HIP runtime's events and streams on one device.
 
     Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache one
-    object per device; constructing one directly is fine too. Events are created with timing
-    enabled and ``hipEventBlockingSync`` (``event_wait`` queries for up to 100 µs, then sleeps
-    instead of spinning), streams with ``hipStreamNonBlocking``; ``stream_synchronize`` waits as
-    ``event_wait`` does, on a blocking-sync event recorded into the stream, whatever the
-    device's scheduling flag (by default the runtime's own synchronize spins or yields).
-    Handles are ints, the runtime's pointers: ``Stream.raw`` is the stream's address. Every runtime
-    failure raises :class:`~eventapi.DriverError` with the runtime's own name and text for the
-    code. Besides its own streams, any call taking a stream accepts a raw integer handle (``0``:
-    the null stream of the calling thread's current device), a ``hip.ihipStream_t``, or an
-    object with ``__cuda_stream__`` (PyTorch and CuPy built for ROCm speak the CUDA protocol
-    with HIP handles; there is no HIP-named protocol). Such handles are trusted as given, since
-    the runtime cannot validate them, and are never destroyed here.
+    object per device; constructing one directly is fine too, and that object owns its own
+    handles. Events are created with timing enabled and ``hipEventBlockingSync``
+    (``event_wait`` queries for up to 100 µs, then sleeps instead of spinning), streams with
+    ``hipStreamNonBlocking``; ``stream_synchronize`` waits as ``event_wait`` does, on a
+    blocking-sync event recorded into the stream, whatever the device's scheduling flag (by
+    default the runtime's own synchronize spins or yields). ``Stream.raw`` is the stream's
+    address. Every runtime failure raises :class:`~eventapi.DriverError` with the runtime's
+    own name and text for the code. Besides its own streams, any call taking a stream accepts
+    a raw integer handle (``0``: the null stream of the calling thread's current device), a
+    ``hip.ihipStream_t``, or an object with ``__cuda_stream__`` (PyTorch and CuPy built for
+    ROCm speak the CUDA protocol with HIP handles; there is no HIP-named protocol). Such
+    handles are trusted as given, since the runtime cannot validate them, and are never
+    destroyed here.
 
     Raises :class:`~eventapi.BackendUnavailableError` when the runtime library is missing,
     there is no device ``device``, or the process was forked after its parent used HIP. See the
@@ -232,11 +254,6 @@ class HipBackend(
     """
 
     BACKEND = "hip"
-    # A closed fence's driver event serves the next fence: one create and destroy saved per
-    # fence (and the device check before a create). See DriverBackend.SPARE_EVENTS.
-    SPARE_EVENTS = 16
-
-    __slots__ = ("_only_device", "_ordinal")
 
     def __init__(self, device: int = 0) -> None:
         ordinal = operator.index(device)
@@ -249,8 +266,6 @@ class HipBackend(
                 "cannot be used in such a child; start worker processes with multiprocessing's "
                 "'spawn' or 'forkserver' method, or use HIP only after fork()"
             )
-        super().__init__()
-        self._ordinal = ordinal
         _used = True  # set before the call: a runtime that started initializing is in use
         try:
             count = _call(hip.hipGetDeviceCount)
@@ -260,9 +275,6 @@ class HipBackend(
                     f"hip: device {ordinal} cannot be used: {exc}"
                 ) from exc
             count = 0
-        # The visible devices are fixed when the runtime starts (HIP_VISIBLE_DEVICES): with
-        # one, every thread's current device is it, and a create need not ask.
-        self._only_device = count == 1
         if ordinal >= count:
             raise BackendUnavailableError(
                 f"hip: no HIP device {ordinal}: {count} visible (devices 0 to {count - 1}; "
@@ -271,106 +283,34 @@ class HipBackend(
                 else "hip: no HIP device visible (hipGetDeviceCount returned 0)"
             )
         _configure_native()  # hip-python has loaded the runtime by now
-
-    @property
-    def device(self) -> int:
-        """The device index this backend object was built for."""
-        return self._ordinal
+        # The visible devices are fixed when the runtime starts (HIP_VISIBLE_DEVICES): with
+        # one, every thread's current device is it, and a create need not switch.
+        super().__init__(self.BACKEND, ordinal, count, None)
 
     def __repr__(self) -> str:
-        return f"<HipBackend device={self._ordinal}>"
+        return f"<HipBackend device={self.device}>"
 
-    def _shares_handles_with(self, other: DriverBackend[Any, Any]) -> bool:
-        return type(other) is HipBackend and other._ordinal != self._ordinal
+    def live_handles(self) -> LiveHandles:
+        """Events and streams this backend object created and has not destroyed yet."""
+        events, streams, _ = self._live_counts()
+        return LiveHandles(events, streams)
 
-    def _context_lost(self) -> DriverError | None:
-        return _call.lost
+    def stream_launch_host_func(self, stream: object, fn: Callable[[], object]) -> None:
+        """Run ``fn()`` on a runtime thread when ``stream`` reaches this point.
 
-    def _new_lock(self) -> AbstractContextManager[object]:
-        # _native.FastPath takes this one without a method call (see _native.c, "Lock").
-        return _native.Lock()
-
-    # -- threads and devices ------------------------------------------------------------------
-
-    def _on_device(self, call: Callable[..., None], *args: object) -> None:
-        # Events and streams are made on the current device, and a stream synchronize waits
-        # on an event made there: this backend's, switched to for the call and back.
-        if self._only_device:
-            call(*args)
-            return
-        current = _call(hip.hipGetDevice)
-        if current == self._ordinal:
-            call(*args)
-            return
-        try:
-            # Inside the try: an interrupt can land as the switch returns, and switching back
-            # to the device the thread had is right whether or not it switched.
-            _call(hip.hipSetDevice, self._ordinal)
-            call(*args)
-        finally:
-            _call(hip.hipSetDevice, current)
-
-    def _exported_handle(self, raw: int) -> int:
-        # The handle is the stream's address, as __cuda_stream__ gives it to a framework.
-        return raw
-
-    def _adopt_stream(self, stream: object) -> int | None:
-        return foreign_stream_handle(self.BACKEND, stream, native=(hip.ihipStream_t,))
-
-    # -- the runtime calls --------------------------------------------------------------------
-    #
-    # Handles are ints (the runtime's pointers). The hot calls are _native.c's, made on the
-    # runtime directly (docs/native.md); the rest go through hip-python.
-
-    def _raw_event_create(self) -> int:
-        created: list[int] = []
-        self._raw_event_create_into(created.append)
-        return created[0]
-
-    def _raw_event_create_into(self, store: Callable[[int], None]) -> None:
-        self._on_device(_native.event_create, _EVENT_FLAGS, store)
-
-    def _raw_stream_create_non_blocking(self) -> int:
-        created: list[int] = []
-        self._raw_stream_create_into(created.append)
-        return created[0]
-
-    def _raw_stream_create_into(self, store: Callable[[int], None]) -> None:
-        self._on_device(_native.stream_create, _STREAM_FLAGS, store)
-
-    def _raw_stream_synchronize(self, stream: int) -> None:
-        self._on_device(_native.stream_synchronize, stream)
-
-    # The other raw calls are _native's functions themselves, bound as static methods: the
-    # base's call reaches C with no Python frame between. (mypy types a staticmethod as its
-    # callable, without the self of the method it overrides; _native.pyi gives the types.)
-    # HIP can read slightly negative for events stamped close together; the base clamps.
-    _raw_event_elapsed_ns = staticmethod(_native.event_elapsed_ns)  # type: ignore[assignment]
-    _raw_event_elapsed_ns_many = staticmethod(_native.event_elapsed_ns_many)  # type: ignore[assignment]
-    _raw_event_destroy = staticmethod(_native.event_destroy)  # type: ignore[assignment]
-    _raw_event_destroy_from = staticmethod(_native.event_destroy_from)  # type: ignore[assignment]
-    _raw_event_record = staticmethod(_native.event_record)  # type: ignore[assignment]
-    _raw_event_record_unless_capturing = staticmethod(_native.event_record_unless_capturing)  # type: ignore[assignment]
-    _raw_event_wait = staticmethod(_native.event_wait)  # type: ignore[assignment]
-    _raw_event_query = staticmethod(_native.event_query)  # type: ignore[assignment]
-    _raw_stream_wait_event = staticmethod(_native.stream_wait_event)  # type: ignore[assignment]
-    _raw_stream_destroy = staticmethod(_native.stream_destroy)  # type: ignore[assignment]
-    _raw_stream_destroy_from = staticmethod(_native.stream_destroy_from)  # type: ignore[assignment]
-    # Active and Invalidated both refuse a timing event; only None (0) is free.
-    _raw_stream_is_capturing = staticmethod(_native.stream_is_capturing)  # type: ignore[assignment]
-
-    def _raw_launch_host_func(self, stream: int, fn: Callable[[], object]) -> None:
-        launch_host_func(
-            self.BACKEND,
-            fn,
-            lambda address, key: _call(hip.hipLaunchHostFunc, stream, address, key),
-        )
+        Later work on the stream waits for ``fn`` to return; an exception it raises is
+        logged. Raises :class:`~eventapi.CaptureError` while ``stream`` captures a graph.
+        """
+        if not callable(fn):
+            raise TypeError(f"stream_launch_host_func needs a callable, got {fn!r}")
+        launch_host_func(self.BACKEND, fn, functools.partial(self._enqueue_host_func, stream))
 
 
 if TYPE_CHECKING:
 
     def _conforms(backend: HipBackend) -> None:
-        _api: EventApi[Event[int], Stream[int]] = backend
-        _query: SupportsEventQuery[Event[int]] = backend
-        _capture: SupportsCaptureCheck[Stream[int]] = backend
-        _host_func: SupportsHostFunc[Stream[int]] = backend
+        _api: EventApi[_native.Event, _native.Stream] = backend
+        _query: SupportsEventQuery[_native.Event] = backend
+        _capture: SupportsCaptureCheck[_native.Stream] = backend
+        _host_func: SupportsHostFunc[_native.Stream] = backend
+        _fast: SupportsFastPath[_native.Event, _native.Stream] = backend

@@ -27,8 +27,7 @@ spells that class's one ``_raw_*`` method. A backend without one does not have t
 all, so ``isinstance(backend, eventapi.SupportsHostFunc)`` stays truthful. Every
 :class:`DriverBackend` has :class:`eventapi.SupportsFastPath` (``adopt_stream``,
 ``event_record_new``, ``event_record_unless_capturing``, ``event_elapsed_many``), spelled over
-the same raw calls: a fence costs a capture check, a record and a wait, a window one raw call
-to open, a collect one batch of readings.
+the same raw calls: a window costs one raw call to open, a collect one batch of readings.
 
 The ``_raw_*`` contract (what a subclass spells):
 
@@ -49,18 +48,11 @@ The ``_raw_*`` contract (what a subclass spells):
   waits (ROCm's may), it releases the GIL while it does. A raw destroy that fails must still
   leave nothing of the handle running: the base counts the handle gone either way and never
   passes it again.
-* ``_raw_event_create_into(store)`` and ``_raw_stream_create_into(store)`` (optional) create
-  and hand the raw handle to ``store``, a callable that runs no Python bytecode (the handle
-  slot's own setter): a compiled create calls it from C right after the driver returns, so no
-  signal handler runs between the driver's create and the wrapper owning the handle, and an
-  interrupt cannot leak it. The defaults call ``_raw_event_create`` and
-  ``_raw_stream_create_non_blocking`` and store what they return.
-* ``_raw_event_destroy_from(read, clear)`` and ``_raw_stream_destroy_from(read, clear)``
-  (optional) take the raw handle out of a wrapper counted gone and destroy it: ``read()`` gives
-  it, ``clear()`` leaves the wrapper without it, and neither runs Python bytecode, so a compiled
-  destroy makes the three calls in one C call and an interrupt finds the handle still in its
-  wrapper (whose finalizer destroys it) or destroyed. The defaults read, clear, then call
-  ``_raw_event_destroy`` and ``_raw_stream_destroy``.
+* A create's handle is stored in its wrapper as the raw create returns, and a destroy takes
+  it out right before the raw destroy: a Ctrl-C landing between the driver and the wrapper
+  there loses that one driver handle (the counts stay exact). A backend for which that matters
+  writes its handle types in compiled code, where the driver creates straight into the
+  wrapper, as ``eventapi_cuda`` does.
 * ``_raw_event_elapsed_ns`` returns the driver's reading unclamped; the base clamps.
   ``_raw_event_elapsed_ns_many`` (optional) makes many readings in one call, for a profiler's
   collect; the default calls ``_raw_event_elapsed_ns`` for each, and a backend overrides it
@@ -94,8 +86,11 @@ through :mod:`ctypes` with declared types, in the driver's documented order; and
 in bounded time (no waits, no network, no subprocess), since a probe stuck in native code holds
 its thread until the process exits.
 
-The ``host`` backend, ``cuda`` and ``hip`` are all built on it. A third-party backend may use it
-or satisfy the protocol directly; the conformance kit checks the behaviour, not the base class.
+The ``host`` backend is built on :class:`DriverBackend`, and so is the OpenCL example; ``cuda``
+and ``hip`` use :class:`DriverCalls`, :func:`launch_host_func` and
+:func:`foreign_stream_handle`, and own their handles in compiled code that behaves as
+:class:`DriverBackend` does. A third-party backend may use it or satisfy the protocol directly;
+the conformance kit checks the behaviour, not the base class.
 What may change in this module, and how a change is announced, is written in the project's
 compatibility policy (``docs/compatibility.md``).
 """
@@ -108,12 +103,7 @@ from __future__ import annotations
 # true and see the imports; it is deleted below, so it is not public.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._backend import (
-        CompiledFastPath,
-        DriverBackend,
-        compiled_fast_path,
-        release_spare_events,
-    )
+    from ._backend import DriverBackend
     from ._calls import DriverCalls, foreign_stream_handle, launch_host_func, ms_to_ns
     from ._capabilities import CaptureCheckMixin, EventQueryMixin, HostFuncMixin
     from ._handles import Event, LiveHandles, Stream
@@ -135,7 +125,6 @@ del TYPE_CHECKING
 
 __all__ = [
     "CaptureCheckMixin",
-    "CompiledFastPath",
     "DriverBackend",
     "DriverCalls",
     "Event",
@@ -144,18 +133,15 @@ __all__ = [
     "LiveHandles",
     "Stream",
     "c_int_out",
-    "compiled_fast_path",
     "foreign_stream_handle",
     "launch_host_func",
     "ms_to_ns",
     "open_driver_library",
-    "release_spare_events",
 ]
 
 # Where each public name is defined: the same list as the imports above, read at run time.
 _WHERE = {
     "CaptureCheckMixin": "_capabilities",
-    "CompiledFastPath": "_backend",
     "DriverBackend": "_backend",
     "DriverCalls": "_calls",
     "Event": "_handles",
@@ -164,12 +150,10 @@ _WHERE = {
     "LiveHandles": "_handles",
     "Stream": "_handles",
     "c_int_out": "probe",
-    "compiled_fast_path": "_backend",
     "foreign_stream_handle": "_calls",
     "launch_host_func": "_calls",
     "ms_to_ns": "_calls",
     "open_driver_library": "probe",
-    "release_spare_events": "_backend",
 }
 
 

@@ -14,27 +14,15 @@ import threading
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from typing import Any, ClassVar, Generic, NamedTuple, NoReturn, TypeVar, cast
+from contextlib import contextmanager
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 
 from .._compiled import mypyc_attr
 from .._errors import CaptureError, DriverError, EventStateError
 from ._handles import NO_RAW as _NO_RAW
-from ._handles import (
-    OWED,
-    RE,
-    RELEASED,
-    RS,
-    Event,
-    LiveHandles,
-    Stream,
-    _Handle,
-    handle_slots,
-    raw_store,
-    raw_take,
-)
+from ._handles import OWED, RE, RELEASED, RS, Event, LiveHandles, Stream, _Handle
 
-__all__ = ["CompiledFastPath", "DriverBackend", "compiled_fast_path", "release_spare_events"]
+__all__ = ["DriverBackend"]
 
 _log = logging.getLogger("eventapi")
 
@@ -54,24 +42,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def release_spare_events(backend: DriverBackend[Any, Any]) -> None:
-    """Destroy the driver events of closed fences that ``backend`` keeps for its next fences.
-
-    See :attr:`DriverBackend.SPARE_EVENTS`. Never needed for correctness: the spares are
-    destroyed when the object is garbage-collected, and the driver frees them at exit. For a test
-    suite that compares the driver's own handle count with what the program holds (the objects
-    ``eventapi.backend()`` returns live for the process): call it before counting. A destroy the
-    driver refuses is logged on the ``eventapi`` logger and the others go on; once the device
-    context is lost none is attempted (logged once). Raises :class:`TypeError` for an object
-    that is not a :class:`DriverBackend`, and what preparing the thread for driver calls raises.
-    """
-    if not isinstance(backend, DriverBackend):
-        raise TypeError(
-            f"release_spare_events needs a driverkit backend object, got {type(backend).__name__}"
-        )
-    backend._release_spares()
 
 
 # Compiled, a native class that backends (interpreted) subclass.
@@ -99,39 +69,18 @@ class DriverBackend(ABC, Generic[RE, RS]):
     # handles, which must read no module global at interpreter shutdown (see _handles).
     _is_finalizing: ClassVar[Callable[[], bool]] = sys.is_finalizing
 
-    SPARE_EVENTS: ClassVar[int] = 0
-    """How many driver events of closed fences an object keeps for the next fences (0: none).
-
-    A fence's event (made by :meth:`~eventapi.driverkit.DriverBackend.event_record_new`) whose
-    latest record was seen reached (a wait returned, a query said so) hands its driver event,
-    when it is destroyed (or, while a call uses it, when that call leaves), to the object's
-    spare list instead of the driver, up to this many; the next
-    :meth:`~eventapi.driverkit.DriverBackend.event_record_new` records a spare instead of
-    creating an event. A fence then costs a capture check, a record and a wait, not also a
-    create, a destroy and the context or device check before a create. An event closed before it
-    was seen reached goes back to the driver: HIP leaves re-recording an event whose record is
-    outstanding undefined. The wrapper is closed either way and refused from then on, and
-    ``live_handles()`` counts it gone; only the driver's own count includes the spares.
-    :func:`~eventapi.driverkit.release_spare_events` destroys them, as garbage-collecting the
-    object does. A backend opts in by setting it (cuda and hip: 16); events its users create
-    with ``event_create()`` are never kept.
-    """
-
     def __init__(self) -> None:
         # Re-entrant: a garbage collection can start on any allocation, including one made
         # while this lock is held, and the finalizer it runs may destroy another handle of the
         # same backend object on the same thread. Each section is a self-contained update of a
         # flag or a counter, so re-entry cannot observe one half-done.
-        self._lock = self._new_lock()
+        self._lock = threading.RLock()
         self._tls = threading.local()
         self._live_events = 0
         self._live_streams = 0
         self._forked = False
         self._lost_logged = False
-        # Driver events of closed fences (SPARE_EVENTS). Changed in place only: a backend's
-        # finalizer may hold the list (see eventapi_cuda).
-        self._spares: list[RE] = []
-        self._finalized = False  # __del__ ran: a spare handed in later would never be freed
+        self._finalized = False  # __del__ ran
         self._gone = False  # _last_handle_gone ran
         _backends.add(self)
 
@@ -175,16 +124,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """
         return None
 
-    def _new_lock(self) -> AbstractContextManager[object]:
-        """A new lock for this object's handles and counts: :class:`threading.RLock` here.
-
-        It must be re-entrant, as RLock is, and taken with ``with``, which is all driverkit
-        does with it; a contended take waits without the GIL and stays interruptible. A
-        backend whose compiled code takes the same lock (cuda's and hip's fence, in
-        ``_native``) may return a lock of its own that the code can take without calling it.
-        """
-        return threading.RLock()
-
     def _context_lost(self) -> DriverError | None:
         """The error that lost this device's context for good, or None while it is usable.
 
@@ -199,7 +138,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """Release what the object holds for its handles' sake (a device context, say).
 
         Runs once, after the object was garbage-collected and every handle it created was
-        destroyed and counted gone, its spare events included: right when the object is
+        destroyed and counted gone: right when the object is
         collected, or, when it is collected in a reference cycle together with handles of
         its own, after the last of those. Never at interpreter shutdown (the driver frees
         everything at exit). Failures are only worth a log line; it must not raise.
@@ -211,35 +150,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _raw_event_create(self) -> RE:
         """A timing-enabled event."""
 
-    def _raw_event_create_into(self, store: Callable[[RE], None]) -> None:
-        """Create a timing-enabled event and hand its raw handle to ``store`` at once.
-
-        ``store`` puts the handle into the wrapper that already owns it (counted before the
-        driver call), and runs no Python bytecode: a backend whose create is compiled calls it
-        from C right after the driver returns, so no signal handler can run between the two and
-        an interrupt cannot lose the handle. The default calls :meth:`_raw_event_create` and
-        stores what it returns, which leaves the bytecodes between the two.
-        """
-        store(self._raw_event_create())
-
     @abstractmethod
     def _raw_event_destroy(self, event: RE) -> None:
         """Release ``event`` at once; a record still queued may complete harmlessly."""
-
-    def _raw_event_destroy_from(self, read: Callable[[], RE], clear: Callable[[], None]) -> None:
-        """Take the event ``read()`` gives out of its wrapper with ``clear()``, and destroy it.
-
-        The wrapper was counted gone before this call and holds its driver handle until
-        ``clear()``: a backend whose destroy is compiled calls ``read``, ``clear`` and the
-        driver's destroy in one C call, where no signal handler can run between them, so an
-        interrupt leaves the handle in the wrapper (whose finalizer destroys it) or destroyed.
-        Neither callable runs Python bytecode (:func:`raw_take`). The default clears, then calls
-        :meth:`_raw_event_destroy`: an interrupt between the two loses the driver handle, and
-        never destroys it twice.
-        """
-        raw = read()
-        clear()
-        self._raw_event_destroy(raw)
 
     @abstractmethod
     def _raw_event_record(self, event: RE, stream: RS) -> None:
@@ -275,22 +188,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _raw_stream_create_non_blocking(self) -> RS:
         """A stream that does not synchronize with the legacy default stream."""
 
-    def _raw_stream_create_into(self, store: Callable[[RS], None]) -> None:
-        """Create a non-blocking stream and hand its raw handle to ``store`` at once.
-
-        As :meth:`_raw_event_create_into`, for streams.
-        """
-        store(self._raw_stream_create_non_blocking())
-
     @abstractmethod
     def _raw_stream_destroy(self, stream: RS) -> None:
         """Release ``stream`` without waiting for its queued work, which still completes."""
-
-    def _raw_stream_destroy_from(self, read: Callable[[], RS], clear: Callable[[], None]) -> None:
-        """As :meth:`_raw_event_destroy_from`, for streams (:meth:`_raw_stream_destroy`)."""
-        raw = read()
-        clear()
-        self._raw_stream_destroy(raw)
 
     # -- what the fast path asks of the driver: spelled by CaptureCheckMixin's backends ---------
 
@@ -317,12 +217,14 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """Create a timing-enabled event. See :meth:`eventapi.EventApi.event_create`."""
         self._ensure_thread("event_create")
         # The wrapper exists, open and counted, before the driver call, and takes the raw handle
-        # from the create itself (see _raw_event_create_into): an interrupt anywhere leaves a
-        # wrapper that either holds nothing or is destroyed with what it holds (docs/errors.md).
+        # as the create returns: an interrupt before leaves a wrapper holding nothing, after, one
+        # destroyed with what it holds (docs/errors.md). One landing between the driver's return
+        # and the store loses the driver's handle: a compiled backend creates straight into its
+        # own handle type instead (eventapi_cuda).
         event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
         self._open(event)
         try:
-            self._raw_event_create_into(raw_store(event))
+            event._raw = self._raw_event_create()
         except BaseException:
             self._abandon(event)
             raise
@@ -336,24 +238,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """
         if type(event) is not Event or event._owner is not self:
             self._refuse_foreign(event, "event_destroy", Event)
-        if event._spare and event._reached and not self._forked and self._context_lost() is None:
-            # A fence's event seen reached, the common case of a fence's close: with no call
-            # in flight, closed, counted gone and its driver event kept for the next fence in
-            # one section. Every other case is left to _close.
-            with self._lock:
-                kept = not (
-                    event._closed
-                    or event._users != 0
-                    or self._finalized
-                    or len(self._spares) >= self.SPARE_EVENTS
-                )
-                if kept:
-                    event._closed = True
-                    event._users = RELEASED
-                    self._live_events -= 1
-                    self._spares.append(event._raw)
-            if kept:
-                return
         self._close(event)
 
     def event_record(self, event: Event[RE] | object, stream: Stream[RS] | object) -> None:
@@ -362,7 +246,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
         event = self._own(event, "event_record", Event)
         self._enter_both(handle, event, "event_record")
         try:
-            event._reached = False
             self._raw_event_record(event._raw, handle._raw)
             event._recorded = True
         finally:
@@ -377,7 +260,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
         event = cast("Event[RE]", event)  # _enter_event refused anything else
         try:
             owner._raw_event_wait(event._raw)
-            event._reached = True
         finally:
             owner._leave(event)
 
@@ -437,76 +319,28 @@ class DriverBackend(ABC, Generic[RE, RS]):
         The same as ``stream_is_capturing(stream)`` (with :class:`CaptureCheckMixin`),
         ``event_create()`` and ``event_record(event, stream)``. Returns None, creating nothing,
         when ``stream`` is capturing a graph. A failed record destroys the new event before its
-        :class:`~eventapi.DriverError` is raised (a failure of that destroy is logged). The
-        event's driver event may be a closed fence's (:attr:`SPARE_EVENTS`), and goes back to
-        the spares when it is destroyed after it was seen reached.
+        :class:`~eventapi.DriverError` is raised (a failure of that destroy is logged).
         """
         if type(stream) is not Stream or stream._owner is not self:
             self._refuse_foreign(stream, "event_record_new", Stream)
-        if not getattr(self._tls, "bound", False):
-            self._ensure_thread("event_record_new")
-        # Counted before any driver call and given its handle by it (see event_create).
-        event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
-        # With a spare driver event there is no create: the take, then the check and the record
-        # in one call (_raw_event_record_unless_capturing), in one section of the lock, held
-        # across that quick call as in event_record_unless_capturing.
-        with self._lock:
-            if stream._closed:
-                self._refuse_closed(stream, "event_record_new")
-            spares = self._spares
-            if spares:
-                # The spare is stored in the wrapper before it leaves the list, with no call
-                # between (no signal handler runs there): an interrupt finds it in one place or
-                # the other. A failed check or record sends it to the driver (_record_failed).
-                self._live_events += 1
-                event._closed = False
-                event._raw = raw = spares[-1]
-                del spares[-1]
-                try:
-                    recorded = self._raw_event_record_unless_capturing(raw, stream._raw)
-                except BaseException:
-                    self._record_failed(event)
-                    raise
-                if recorded:
-                    event._recorded = True
-                    event._spare = True
-                    return event
-                # Capturing: nothing was recorded, so the spare goes back as it was, and the
-                # wrapper is closed and uncounted first (its finalizer then releases nothing).
-                event._closed = True
-                event._users = RELEASED
-                self._live_events -= 1
-                spares.append(raw)
-                return None
-            if self._raw_stream_is_capturing(stream._raw):
-                return None
-            stream._users += 1  # the create runs outside the lock; the stream is held
+        raw_stream = self._enter(stream, "event_record_new")
         try:
-            self._open(event)
+            if self._raw_stream_is_capturing(raw_stream):
+                return None
+            event = self.event_create()
             try:
-                self._raw_event_create_into(raw_store(event))
+                self._raw_event_record(event._raw, raw_stream)
             except BaseException:
-                self._abandon(event)
+                self._record_failed(event)
                 raise
-            self._record_new(event, stream._raw)
+            event._recorded = True
             return event
         finally:
             self._leave(stream)
 
-    def _record_new(self, event: Event[RE], raw_stream: RS) -> None:
-        # event_record_new's record of its new event; a failure destroys the event first.
-        try:
-            self._raw_event_record(event._raw, raw_stream)
-        except BaseException:
-            self._record_failed(event)
-            raise
-        event._recorded = True
-        # Only now: a driver event that a record failed on goes back to the driver.
-        event._spare = self.SPARE_EVENTS > 0
-
     def _record_failed(self, event: Event[RE]) -> None:
-        # The record of event_record_new's event failed: its driver event goes back to the
-        # driver, not to the spares (a record failed on it), so nothing leaks; never raises.
+        # The record of event_record_new's event failed: the event goes back to the driver, so
+        # nothing leaks, and the record's error is the one raised; never raises.
         try:
             self._close(event)
         except Exception:
@@ -542,7 +376,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 )
             if not self._raw_event_record_unless_capturing(event._raw, stream._raw):
                 return False
-            event._reached = False
             event._recorded = True
         return True
 
@@ -585,33 +418,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._refuse_closed(event, call)
         self._refuse_unrecorded(event, call)
 
-    def _release_spares(self) -> None:
-        # See release_spare_events(), the public spelling.
-        if self._forked or not self._spares:
-            return
-        if not getattr(self._tls, "bound", False):
-            self._ensure_thread("release_spare_events")
-        while True:
-            lost = self._context_lost()
-            with self._lock:
-                if lost is not None:
-                    self._spares.clear()  # the driver frees them with the context
-                spares = len(self._spares)
-                if spares:
-                    raw = self._spares.pop()
-            if not spares:  # out of the with: mypyc compiles no break inside one
-                break
-            try:
-                self._raw_event_destroy(raw)
-            except Exception:
-                _log.warning("%s: destroying a spare event failed", self.BACKEND, exc_info=True)
-        if lost is not None:
-            self._log_lost_once(lost)
-
     def __del__(self) -> None:
-        # Every handle holds its backend object, so no fence takes a spare any more; one whose
-        # event is collected with this object (a reference cycle) destroys it directly.
-        if not hasattr(self, "_spares"):  # __init__ never ran
+        if not hasattr(self, "_gone"):  # __init__ never ran
             return
         if type(self)._is_finalizing():
             return  # the driver frees what is left at exit
@@ -619,10 +427,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._finalized = True
             last = not (self._live_events or self._live_streams or self._gone)
             self._gone = self._gone or last
-        try:
-            self._release_spares()
-        except Exception:  # a finalizer has nowhere to raise to
-            _log.warning("%s: releasing spare events failed", self.BACKEND, exc_info=True)
         if last:
             self._last_handle_gone()
 
@@ -630,9 +434,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """Create a stream that does not synchronize with the legacy default stream."""
         self._ensure_thread("stream_create_non_blocking")
         stream: Stream[RS] = Stream(_NO_RAW, self, owned=True)  # type: ignore[arg-type]
-        self._open(stream)  # as in event_create: counted before, given its raw handle by the create
+        self._open(stream)  # as in event_create: counted before, given its raw handle after
         try:
-            self._raw_stream_create_into(raw_store(stream))
+            stream._raw = self._raw_stream_create_non_blocking()
         except BaseException:
             self._abandon(stream)
             raise
@@ -954,7 +758,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def _release_raw(self, handle: _Handle, is_event: bool) -> None:
         # The driver's part of a destroy, for a handle already counted gone: its driver handle
-        # leaves the wrapper only as the driver releases it or as the spares take it.
+        # leaves the wrapper right before the driver's destroy. An interrupt before the two
+        # leaves it to the wrapper's finalizer (_collect); one between them loses it, the
+        # window a compiled backend's own handle type closes (eventapi_cuda).
         raw = handle._raw
         if raw is _NO_RAW or self._forked or self._gone:
             # Never created, or taken already; or created by the parent process, whose driver
@@ -966,23 +772,13 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if lost is not None:
             self._log_lost_once(lost)
             return
-        if is_event and handle._spare and handle._reached:  # type: ignore[attr-defined]
-            with self._lock:
-                keep = not self._finalized and len(self._spares) < self.SPARE_EVENTS
-                if keep:
-                    # Out of the wrapper, then into the list, with no call between (no signal
-                    # handler runs there): in one place or the other.
-                    handle._raw = _NO_RAW
-                    self._spares.append(raw)
-            if keep:
-                return
         if not getattr(self._tls, "bound", False):
             self._ensure_thread("event_destroy" if is_event else "stream_destroy")
-        read, clear = raw_take(handle)
+        handle._raw = _NO_RAW
         if is_event:
-            self._raw_event_destroy_from(read, clear)
+            self._raw_event_destroy(raw)
         else:
-            self._raw_stream_destroy_from(read, clear)
+            self._raw_stream_destroy(raw)
 
     def _log_lost_once(self, lost: DriverError) -> None:
         with self._lock:
@@ -1022,10 +818,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
             _log.warning("%s: destroying a dropped %r failed", self.BACKEND, handle, exc_info=True)
 
     def _forked_in_child(self) -> None:
-        self._lock = self._new_lock()
+        self._lock = threading.RLock()
         self._tls = threading.local()
         self._forked = True
-        self._spares.clear()  # the parent's: never destroyed here
 
     # -- the optional capabilities, spelled here and named by the classes that add them -------
     #
@@ -1056,18 +851,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
             with self._lock:
                 if event._closed:
                     self._refuse_closed(event, "event_query")
-                reached = self._raw_event_query(event._raw)
-                if reached:
-                    event._reached = True
-            return reached
+                return self._raw_event_query(event._raw)
         owner = self._enter_event(event, "event_query")
         checked = cast("Event[RE]", event)  # _enter_event refused anything else
         try:
             # A sibling of an object with this capability has it too: one driver, one class.
-            theirs = owner._raw_event_query(checked._raw)
-            if theirs:
-                checked._reached = True
-            return theirs
+            return owner._raw_event_query(checked._raw)
         finally:
             owner._leave(checked)
 
@@ -1104,77 +893,3 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._raw_launch_host_func(raw, fn)
         finally:
             self._leave(handle)
-
-
-class CompiledFastPath(NamedTuple):
-    """What a backend's compiled fast path needs of driverkit; see :func:`compiled_fast_path`."""
-
-    event_type: type
-    stream_type: type
-    slots: tuple[Any, ...]
-    thread_state: str
-    bound: str
-    methods: tuple[Callable[..., Any], ...]
-    state: tuple[str, ...]
-    record_failed: Callable[..., Any]
-    no_raw: Any  # a sentinel; `object` here fails the mypyc build, which looks it up in this module
-    released: int
-
-
-def compiled_fast_path() -> CompiledFastPath:
-    """The handles, slots, state and methods a compiled fast path stands on, in C's order.
-
-    A backend whose driver calls are C (cuda's and hip's ``_native``) may make the common case
-    of six fast-path calls there, handle checks included: ``event_record_unless_capturing``,
-    ``event_query``, ``event_elapsed_many``, ``adopt_stream`` of its own stream, and a fence's
-    ``event_record_new`` and ``event_destroy`` where a spare driver event serves
-    (:attr:`DriverBackend.SPARE_EVENTS`).
-
-    * ``slots``: the descriptors of a handle's owner, closed, driver-handle and users slots,
-      and of an event's recorded, reached and spare slots (``_handles.handle_slots``).
-    * ``thread_state`` and ``bound``: the calling thread is bound when the attribute ``bound``
-      of the backend object's attribute ``thread_state`` is true, set by its first call on a
-      thread and never on a forked object.
-    * ``methods``: the :class:`DriverBackend` methods the six stand in for, in the order
-      record, query, readings, record_new, destroy, adopt_stream,
-      called with the backend object first, for every other case: they refuse it or make it.
-    * ``state``: the names of the object's own attributes the spare paths read and write,
-      under its lock as the driverkit methods do: the lock, the spare list, the live event
-      count, the forked and finalized flags and ``SPARE_EVENTS``. A destroy keeps a spare
-      only while the context is usable, as :meth:`DriverBackend._context_lost` says; a backend
-      whose hook returns its :attr:`DriverCalls.lost` may read that attribute instead.
-    * ``record_failed(backend, event)``: what a failed record of a spare calls, after the
-      error was built and before it is raised (the event goes back to the driver).
-    * ``no_raw`` and ``released``: what a new event wrapper holds before its driver handle,
-      and what a wrapper's users slot holds once its driver handle was handed on.
-
-    Where the driverkit methods hold the lock from their checks to the driver call, the C
-    either takes the same lock or holds the GIL and runs no Python code in between, which
-    excludes a destroy on another thread and a finalizer alike.
-    """
-    return CompiledFastPath(
-        Event,
-        Stream,
-        handle_slots(),
-        "_tls",
-        "bound",
-        (
-            DriverBackend.event_record_unless_capturing,
-            DriverBackend._event_query,
-            DriverBackend.event_elapsed_many,
-            DriverBackend.event_record_new,
-            DriverBackend.event_destroy,
-            DriverBackend.adopt_stream,
-        ),
-        (
-            "_lock",
-            "_spares",
-            "_live_events",
-            "_forked",
-            "_finalized",
-            "SPARE_EVENTS",
-        ),
-        DriverBackend._record_failed,
-        _NO_RAW,
-        RELEASED,
-    )

@@ -8,7 +8,6 @@ which users import these from, and which documents them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
 
 from .._errors import EventStateError
@@ -16,17 +15,7 @@ from .._errors import EventStateError
 if TYPE_CHECKING:
     from ._backend import DriverBackend
 
-__all__ = [
-    "NO_RAW",
-    "RE",
-    "RS",
-    "Event",
-    "LiveHandles",
-    "Stream",
-    "handle_slots",
-    "raw_store",
-    "raw_take",
-]
+__all__ = ["NO_RAW", "OWED", "RE", "RELEASED", "RS", "Event", "LiveHandles", "Stream"]
 
 RE = TypeVar("RE")
 RS = TypeVar("RS")
@@ -52,10 +41,10 @@ class _NoRaw:
 NO_RAW: Final = _NoRaw()
 
 # What _Handle._users holds besides a count of calls under way: a wrapper whose driver handle
-# is released, or handed on (to the spares), so that its finalizer has nothing to do; and one
-# counted gone and claimed by a destroy that has not released its driver handle yet. The
-# destroy takes the driver handle out of the wrapper as the driver releases it (raw_take), so
-# a wrapper left OWED by an interrupt still holds it, and its finalizer releases it.
+# is released, so that its finalizer has nothing to do; and one counted gone and claimed by a
+# destroy that has not released its driver handle yet. The destroy takes the driver handle out
+# of the wrapper right before the driver releases it, so a wrapper left OWED by an interrupt
+# still holds it, and its finalizer releases it.
 RELEASED: Final = -1
 OWED: Final = -2
 
@@ -123,7 +112,7 @@ class Event(_Handle, Generic[RE]):
     be copied or pickled (:class:`TypeError`).
     """
 
-    __slots__ = ("_reached", "_recorded", "_spare")
+    __slots__ = ("_recorded",)
 
     _raw: RE
 
@@ -134,11 +123,6 @@ class Event(_Handle, Generic[RE]):
         self._closed = not opened
         self._users = 0
         self._recorded = False
-        # A fence's event (event_record_new): its driver event may be kept for reuse when it
-        # is destroyed (DriverBackend.SPARE_EVENTS), if by then its latest record was seen
-        # reached (HIP leaves re-recording an event with a record outstanding undefined).
-        self._spare = False
-        self._reached = False
 
     @property
     def recorded(self) -> bool:
@@ -153,7 +137,7 @@ class Event(_Handle, Generic[RE]):
 
     def __del__(self) -> None:
         # Safety net for an event dropped without event_destroy, or whose destroy an interrupt
-        # left owed (see DriverBackend._collect); never raises. Every fence's event comes
+        # left owed (see DriverBackend._collect); never raises. Every destroyed event comes
         # here, released already (_users RELEASED, -1, a literal: at shutdown this module's
         # globals may be gone): that case returns first, reading one slot.
         try:
@@ -250,58 +234,3 @@ class Stream(_Handle, Generic[RS]):
         # -1 is RELEASED, a literal for the reason Event.__del__ gives.
         if getattr(self, "_owned", False) and getattr(self, "_users", -1) != -1:
             owner._collect(self)
-
-
-_RAW_SLOT: Final[Any] = vars(_Handle)["_raw"]
-
-
-def raw_store(handle: _Handle) -> Callable[[Any], None]:
-    """The callable that gives ``handle`` its driver handle: ``raw_store(h)(raw)`` sets it.
-
-    A handle is created open and counted before the driver's create runs, and the create hands
-    it the raw handle through this callable (``DriverBackend._raw_event_create_into``). It is
-    the slot's own setter bound to the handle, so calling it runs no Python bytecode: called from
-    C right after the driver returns, no signal handler can run between the create and the
-    store.
-    """
-    return partial(_RAW_SLOT.__set__, handle)
-
-
-def raw_take(handle: _Handle) -> tuple[Callable[[], Any], Callable[[], None]]:
-    """The pair that takes ``handle``'s driver handle out of it: ``read()`` and ``clear()``.
-
-    ``read()`` gives the driver handle and ``clear()`` leaves :data:`NO_RAW` in its place. A
-    destroy counts the handle gone before the driver's destroy runs, and hands this pair to the
-    driver call (``DriverBackend._raw_event_destroy_from``), which reads, clears and destroys.
-    Both are the slot's own getter and setter bound to the handle, so they run no Python
-    bytecode: called from C, no signal handler runs between the three. An interrupt then finds
-    the driver handle still in its wrapper, whose finalizer destroys it, or destroyed.
-    """
-    return partial(_RAW_SLOT.__get__, handle), partial(_RAW_SLOT.__set__, handle, NO_RAW)
-
-
-def handle_slots() -> tuple[Any, ...]:
-    """The slots a compiled fast path reads and writes, as their own descriptors.
-
-    ``(owner, closed, raw, users, recorded, reached, spare)``: the first four of every handle,
-    the last three of an event. A backend's C code (``eventapi_cuda._native``'s ``FastPath``)
-    reads a handle's owner, state and driver handle through them and, after a record or a
-    query, marks the event recorded or reached; a fence's event taken from the spares, or
-    handed back to them, is opened or closed through them, as
-    :class:`~eventapi.driverkit.DriverBackend`'s own methods do: the handle classes name what
-    may be touched, and no other module spells their slots. They are every slot of an
-    :class:`Event`, so C may build one without running ``__init__``: allocated by object's
-    ``tp_new``, then given what ``Event(NO_RAW, owner)`` gives it (the owner; closed;
-    ``NO_RAW``; no users; not recorded, reached or a spare). A compiled build of this module
-    makes ``Event`` a native class, whose own ``tp_new`` must run: C calls that one.
-    """
-    handle, event = vars(_Handle), vars(Event)
-    return (
-        handle["_owner"],
-        handle["_closed"],
-        _RAW_SLOT,
-        handle["_users"],
-        event["_recorded"],
-        event["_reached"],
-        event["_spare"],
-    )
