@@ -985,9 +985,13 @@ static int backend_init(PyObject *self, PyObject *args, PyObject *kwds) {
    device was lost, or at interpreter shutdown (the driver frees it all at exit). */
 static void backend_finalize(PyObject *self) {
     Backend *b = (Backend *)self;
-    if (!b->ready || FORKED(b) || finalizing()) return;
+    if (!b->ready || FORKED(b)) return;
     PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
+    PyErr_Fetch(&t, &v, &tb); /* a finalizer runs beside whatever error is being raised */
+    if (finalizing()) {
+        PyErr_Restore(t, v, tb);
+        return;
+    }
     while (cfg.lost == 0 && b->spare_count > 0 && enter(b, "event_destroy", EVENT_DESTROY)) {
         status_t status = CALL(EVENT_DESTROY, handle_fn)(b->spares[--b->spare_count]);
         if (status != 0 && raise_status(EVENT_DESTROY, status) == NULL) break;
