@@ -24,8 +24,9 @@ the ratio measures what eventapi adds, not what it must do.
   prof.window(...)`` and ``prof.collect()``; the raw variant reuses its events from a pool, as
   the profiler does.
 
-Beside them, on a driverkit backend (cuda, hip), the *driver calls alone*: the compiled calls
-eventapi itself makes for the same fence and window, in a bare loop (see ``driver_variants``).
+Beside them, on a backend with the fast path (cuda, hip), the *backend's calls alone*: the
+fused calls eventapi itself makes for the same fence and window, in a bare loop (see
+``driver_variants``).
 That is the floor the contract sets: a capture check before every record, where the raw variant
 checks once per window and cuda.core's idiom not at all, and two readings per window, where
 cuda.core's idiom reads one and places nothing on the host clock. A ratio to cuda.core below
@@ -258,24 +259,25 @@ def peer_variants(backend: str, n: int, batch: int) -> tuple[dict[str, Callable[
 def driver_variants(
     api: Any, stream: Any, n: int, batch: int
 ) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
-    """The driver calls eventapi's fence and window make, through the backend's own hooks, alone.
+    """The backend calls eventapi's fence and window make, alone.
 
-    Nothing else runs around them: no wrapper, no check, no bookkeeping; each is the compiled
-    call the driverkit backend itself makes (its ``_raw_*`` hooks, ``_native.c`` on cuda and
-    hip). A fence is one capture-checked record of a reused event and one wait; a window two
-    capture-checked records, and at each collect a wait for the last one, the anchor's
-    bracketed samples and two readings per window (its duration, and its distance to the
-    anchor that places it on the host clock). What eventapi costs above these figures is its
-    own Python; no library that keeps the contract (a capture check before every record, each
-    window placed on the host clock) can cost less. Empty for a backend not on driverkit.
+    Nothing of the core runs around them: each is the fused call the fence or the profiler
+    makes (``SupportsFastPath``; on cuda and hip, C with its handle checks). A fence is one
+    capture-checked record of a reused event and one wait; a window two capture-checked
+    records, and at each collect a wait for the last one, the anchor's bracketed samples and two
+    readings per window (its duration, and its distance to the anchor that places it on the host
+    clock). What eventapi costs above these figures is its own Python; no library that keeps the
+    contract (a capture check before every record, each window placed on the host clock) can
+    cost less. Empty for a backend without the fast path.
     """
-    record_checked = getattr(api, "_raw_event_record_unless_capturing", None)
-    if record_checked is None or not hasattr(stream, "raw"):
+    if not isinstance(api, eventapi.SupportsFastPath):
         return {}, lambda: None
-    record, wait = api._raw_event_record, api._raw_event_wait
-    elapsed_many = api._raw_event_elapsed_ns_many
-    target = stream.raw
-    pool = [api._raw_event_create() for _ in range(2 * batch + ANCHOR_SAMPLES + 1)]
+    fast: Any = api  # and the protocol's own calls
+    record_checked = fast.event_record_unless_capturing
+    record, wait = fast.event_record, fast.event_wait
+    elapsed_many = fast.event_elapsed_many
+    target = fast.adopt_stream(stream)
+    pool = [fast.event_create() for _ in range(2 * batch + ANCHOR_SAMPLES + 1)]
     spare = [pool.pop()]
 
     def fence() -> None:
@@ -317,7 +319,7 @@ def driver_variants(
 
     def close() -> None:
         for event in pool + spare:
-            api._raw_event_destroy(event)
+            fast.event_destroy(event)
 
     return {"fence/driver calls": fence, "window/driver calls": window}, close
 

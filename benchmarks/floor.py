@@ -84,7 +84,6 @@ class NoopDriver(EventQueryMixin[int, int], CaptureCheckMixin[int, int], DriverB
     """A driverkit backend whose raw calls do nothing: the core and the handle layer."""
 
     BACKEND = "noop"
-    SPARE_EVENTS = 16
 
     def __init__(self) -> None:
         super().__init__()

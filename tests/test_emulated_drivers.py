@@ -899,10 +899,9 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
     # it. Fences, windows, host functions and stream destroys (which must end a polling
     # worker, not leave it to its timeout) behave as with sleeping workers.
     code = f"""
-        import ctypes, json, eventapi
+        import ctypes, gc, json, eventapi
         from eventapi import EventFence, EventProfiler
-        from eventapi.driverkit import release_spare_events
-        api = eventapi.backend({name!r})
+        api = type(eventapi.backend({name!r}))(0)  # an object of its own: it goes, with its spares
         ran = []
         for _ in range(50):
             stream = api.stream_create_non_blocking()
@@ -917,14 +916,16 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
         lib = ctypes.CDLL({str(emulated_libs[name].path)!r})
         lib.emu_live_events.restype = lib.emu_live_streams.restype = ctypes.c_long
         driver = [lib.emu_live_events(), lib.emu_live_streams()]
-        release_spare_events(api)
+        live = list(api.live_handles())
+        del api, prof, fence, stream
+        gc.collect()
         released = [lib.emu_live_events(), lib.emu_live_streams()]
-        print(json.dumps([len(ran), len(spans), list(api.live_handles()), driver, released]))
+        print(json.dumps([len(ran), len(spans), live, driver, released]))
     """
     env = {**preload_env(name), "EMU_WORKER_POLL_US": "200"}
     done = _python(code, env)
     assert done.returncode == 0, done.stderr
-    # The 50 fences took turns with one driver event, kept until released.
+    # The 50 fences took turns with one driver event, kept until the object went.
     assert json.loads(done.stdout) == [50, 1, [0, 0], [1, 0], [0, 0]]
 
 

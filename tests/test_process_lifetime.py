@@ -160,7 +160,6 @@ def test_a_driver_initialized_before_fork_is_refused_in_the_child(kind: DriverNa
         _FORK_HARNESS
         + f"""
 from emulated_driver import load
-from eventapi.driverkit import release_spare_events
 
 emu = load({kind!r})
 api = eventapi.backend({kind!r})
@@ -178,7 +177,7 @@ def child():
     global event, stream
     refused(lambda: api.event_wait(event), "a wait on the parent's event")
     refused(api.event_create, "a create through the parent's object")
-    # The calls cuda and hip make in C (_native.FastPath) hand a forked object to driverkit.
+    # The fast path's calls are refused as the plain ones are.
     refused(lambda: api.event_query(event), "a query of the parent's event")
     refused(
         lambda: api.event_record_unless_capturing(event, stream), "a record of the parent's event"
@@ -193,7 +192,6 @@ def child():
     destroys = emu.calls({destroy!r})
     del event, stream
     gc.collect()
-    release_spare_events(api)
     assert emu.calls({destroy!r}) == destroys, "a parent's handle reached the driver"
 
 
@@ -257,15 +255,15 @@ def test_handles_collected_with_their_backend_in_a_cycle_go_before_its_context(
     kind: DriverName,
 ) -> None:
     # A fresh process, where the collected object holds the only reference to the device's
-    # primary context. In a reference cycle the finalizers of the object, its fence and its
-    # stream run in no set order: the fence's event must still reach the driver (not a spare
-    # list nothing empties any more), and on cuda every handle must go before the context.
+    # primary context. In a reference cycle the finalizers of the fence and the stream run in
+    # no set order, but the object goes after both (each handle holds it): the fence's event,
+    # kept as a spare, reaches the driver as the object goes, and on cuda every handle goes
+    # before the context.
     done = run(
         f"""
         import gc, logging, sys, threading
         import eventapi
         from emulated_driver import load
-        from eventapi.driverkit import release_spare_events
 
         logging.basicConfig(stream=sys.stdout, format="LOG %(message)s")
         emu = load({kind!r})
@@ -348,7 +346,6 @@ def test_a_sticky_device_fault_is_reported_once_and_then_fails_fast(kind: Driver
         import gc, logging, sys
         import eventapi
         from emulated_driver import load
-        from eventapi.driverkit import release_spare_events
 
         logging.basicConfig(stream=sys.stdout, format="LOG %(message)s")
         emu = load({kind!r})
@@ -378,7 +375,6 @@ def test_a_sticky_device_fault_is_reported_once_and_then_fails_fast(kind: Driver
         del events
         gc.collect()
         api.stream_destroy(stream)
-        release_spare_events(api)
         print("destroys reaching the driver", emu.calls({destroy!r}) - destroys)
         print("live", tuple(api.live_handles()))
         """,
