@@ -55,8 +55,9 @@ PY_INCLUDE = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()
 
 native: $(NATIVE)
 
+# Built beside it and moved in: a process still running the old build keeps its own file.
 eventapi-%/_native.abi3.so: eventapi-%/_native.c
-	$(CC) $(CFLAGS) -fPIC -shared -I$(PY_INCLUDE) -o $@ $< -lm
+	$(CC) $(CFLAGS) -fPIC -shared -I$(PY_INCLUDE) -o $@.tmp $< -lm && mv -f $@.tmp $@
 
 # The NVTX injection library that records ranges sits beside the emulated drivers.
 NVTX_RECORDER := $(EMU)/libnvtx_recorder.so
