@@ -2,10 +2,9 @@
 
 Contexts. The driver is initialized once per process (``cuInit``, thread-safe). Each backend
 object retains its device's *primary context* (the one the CUDA runtime, PyTorch, CuPy and
-cuda.core share) once, and releases it when the backend object was garbage-collected and
-every event and stream made in the context is gone: every handle holds its backend object,
-and where a reference cycle collects handles together with the object, in no set order, the
-release waits for the last of them (``DriverBackend._last_handle_gone``). Objects cached by
+cuda.core share) once, and releases it when the backend object was garbage-collected, which is
+after every event and stream made in the context: every handle holds its backend object, and
+takes no part in the collector's cycles, so the object cannot go before it. Objects cached by
 ``eventapi.backend()`` live for the process, and their context is left to the driver's own
 teardown at exit: releasing it earlier would pull it from under handles that finalizers may
 still destroy.
