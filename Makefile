@@ -28,7 +28,7 @@ EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
 .PHONY: all check test lint typecheck pytest conformance ci test-support test-installs \
-	test-browser test-torch test-matrix matrix-one wheelhouse compiled conformance-compiled fuzz soak \
+	test-browser test-torch test-matrix matrix-one wheelhouse fuzz soak \
 	emulated native bench docs dist clean
 
 all: test
@@ -187,38 +187,6 @@ matrix-one: wheelhouse emulated
 	$(MAKE) --no-print-directory conformance
 
 # -- measuring, and longer searches ------------------------------------------------------------
-
-# A compiled build of the core, for measuring only (docs/native.md, "A compiled core: measured,
-# not safe yet"): mypyc over the modules a fence runs through, in a copy of the core's source
-# under build/mypyc/src, rebuilt whenever a module of the core changes (mypyc reads the whole
-# package; about two minutes). PYTHONPATH=build/mypyc/src puts it in front of the editable
-# install's pure core. Not part of `make test`: mypyc's deallocator leaves weak references to a
-# compiled object uncleared, which can crash the interpreter. `conformance-compiled` runs the kit
-# and tests/test_compiled.py against it; `make bench` measures it beside the pure core once built.
-MYPYC_MODULES := eventapi/_single_owner.py eventapi/_fence.py eventapi/driverkit/_handles.py \
-	eventapi/driverkit/_backend.py
-COMPILED := build/mypyc/src
-CORE_SOURCES := $(shell find eventapi-core/src/eventapi -name '*.py')
-
-compiled: $(COMPILED)/.built
-
-$(COMPILED)/.built: $(CORE_SOURCES) | $(STAMP)
-	rm -rf $(COMPILED)
-	mkdir -p $(COMPILED)
-	cp -r eventapi-core/src/eventapi $(COMPILED)/
-	find $(COMPILED) -name __pycache__ -prune -exec rm -rf {} +
-	cd $(COMPILED) && $(CURDIR)/$(BIN)/python -m mypyc --config-file= $(MYPYC_MODULES) > ../mypyc.log 2>&1 \
-		|| { cat ../mypyc.log; exit 1; }
-	touch $@
-
-COMPILED_KIT := PYTHONPATH=$(CURDIR)/$(COMPILED) $(KIT)
-
-conformance-compiled: compiled emulated
-	$(COMPILED_KIT) --eventapi-backend=host
-	$(PRELOAD_CUDA) $(COMPILED_KIT) --eventapi-backend=cuda
-	$(PRELOAD_HIP) $(COMPILED_KIT) --eventapi-backend=hip
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_compiled.py \
-		tests/test_native_interrupts.py -k compiled
 
 # The kit's state machines with a longer budget, on every backend from its class (so handles
 # of a second backend object are among the random arguments): make fuzz FUZZ_EXAMPLES=5000

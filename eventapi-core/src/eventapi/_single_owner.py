@@ -11,13 +11,9 @@ from __future__ import annotations
 
 from typing import ClassVar, NoReturn
 
-from ._compiled import mypyc_attr
-
 __all__ = ["SingleOwner"]
 
 
-# Compiled, a native class that EventProfiler (interpreted) subclasses.
-@mypyc_attr(allow_interpreted_subclasses=True)
 class SingleOwner:
     """Mixin: copying or pickling raises :class:`TypeError` with the class's ``_COPY_HINT``."""
 

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 
-from .._compiled import mypyc_attr
 from .._errors import CaptureError, DriverError, EventStateError
 from ._handles import NO_RAW as _NO_RAW
 from ._handles import OWED, RE, RELEASED, RS, Event, LiveHandles, Stream, _Handle
@@ -44,8 +43,6 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-# Compiled, a native class that backends (interpreted) subclass.
-@mypyc_attr(allow_interpreted_subclasses=True)
 class DriverBackend(ABC, Generic[RE, RS]):
     """The :class:`~eventapi.EventApi` protocol implemented once over ``_raw_*`` driver calls.
 
