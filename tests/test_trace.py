@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import child
 import pytest
 from emulated_driver import REPO_ROOT, build, preload_env
 
@@ -238,3 +239,140 @@ def test_the_example_script_writes_a_trace_on_host_and_on_emulated_cuda(
         "backward",
     ] * 3
     assert [e["args"]["depth"] for e in events if e["name"] == "forward"] == [1, 1, 1]
+
+
+# The parent's script: a thread writes spans through the sink without pause while the main
+# thread forks ten children. Each child leaves the with block of the writer it inherited and
+# closes it, then exits; the parent waits for each with a bound, then closes its own writer.
+# The verdict of a child is its exit status; what went wrong in it is on its stderr.
+_FORK_WHILE_WRITING = """
+import json, os, select, signal, sys, threading, traceback
+from eventapi import EventStateError, Span
+from eventapi.host import HostBackend
+from eventapi.trace import TraceWriter
+
+CHILDREN = 10
+HANG_S = 20.0  # a child that closes a writer and exits takes milliseconds; this is a hang
+
+api = HostBackend()
+writer = TraceWriter(sys.argv[1])
+sink = writer.sink(api)
+stop = threading.Event()
+writing = threading.Event()
+written = 0
+
+
+def write_spans():
+    global written
+    while not stop.is_set():
+        start = written * 10
+        sink(Span(f"s{written}", start, start + 5, 5, 0, "writer", 1))
+        written += 1
+        writing.set()
+
+
+def refused(action, what):
+    try:
+        action()
+    except EventStateError as exc:
+        assert "fork()" in str(exc), exc
+    else:
+        raise AssertionError(f"{what} was not refused in the child")
+
+
+def in_child():
+    with writer:
+        pass
+    writer.close()
+    refused(lambda: sink(Span("child", 0, 1, 1, 0, "writer", 1)), "a span from the child")
+    refused(writer.flush, "a flush in the child")
+    refused(lambda: writer.sink(api), "a new sink in the child")
+
+
+thread = threading.Thread(target=write_spans)
+thread.start()
+assert writing.wait(30)
+outcomes = []
+for _ in range(CHILDREN):
+    pid = os.fork()
+    if pid == 0:
+        status = 0
+        try:
+            in_child()
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        sys.stderr.flush()
+        raise SystemExit(status)
+    pidfd = os.pidfd_open(pid)
+    exited, _, _ = select.select([pidfd], [], [], HANG_S)
+    os.close(pidfd)
+    if not exited:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        outcomes.append("hung")
+        break
+    outcomes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+stop.set()
+thread.join()
+writer.close()
+print(json.dumps({"children": outcomes, "written": written}))
+"""
+
+
+def test_a_writer_inherited_by_a_fork_is_refused_there_and_the_parents_trace_stays_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "parent.json"
+    done = child.command([sys.executable, "-c", _FORK_WHILE_WRITING, path])
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["children"] == [0] * 10, done.stderr
+    # The parent's file: strict JSON (nothing of a child's close or exit in it), and every span
+    # the parent's thread wrote, each once.
+    names = [e["name"] for e in slices(valid_trace(path))]
+    assert len(names) == result["written"]
+    assert set(names) == {f"s{i}" for i in range(result["written"])}
+
+
+# A process with no other thread: its writer's buffer holds a span at each fork. One child
+# exits without touching the writer (its interpreter collects it at exit), one leaves its with
+# block, one closes it and leaves at once (os._exit).
+_FORK_WITH_A_BUFFERED_SPAN = """
+import json, os, sys
+from eventapi import Span
+from eventapi.host import HostBackend
+from eventapi.trace import TraceWriter
+
+api = HostBackend()
+writer = TraceWriter(sys.argv[1])
+sink = writer.sink(api)
+statuses = []
+for i, ending in enumerate(("exit", "with", "close")):
+    sink(Span(f"s{i}", i * 10, i * 10 + 5, 5, 0, "main", 1))
+    pid = os.fork()
+    if pid == 0:
+        if ending == "with":
+            with writer:
+                pass
+        elif ending == "close":
+            writer.close()
+            os._exit(0)
+        raise SystemExit(0)
+    statuses.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+sink(Span("last", 100, 105, 5, 0, "main", 1))
+writer.close()
+print(json.dumps(statuses))
+"""
+
+
+def test_a_forked_child_that_closes_or_exits_writes_nothing_to_the_parents_trace(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "parent.json"
+    done = child.command([sys.executable, "-c", _FORK_WITH_A_BUFFERED_SPAN, path])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [0, 0, 0], done.stderr
+    # Strict JSON (no tail of a child's close in the middle), each span once (no buffer a
+    # child flushed as it exited).
+    assert [e["name"] for e in slices(valid_trace(path))] == ["s0", "s1", "s2", "last"]

@@ -102,6 +102,12 @@ class TraceWriter:
     :func:`export_chrome_trace`. Raises :class:`OSError` when ``path`` cannot be written, at
     construction or from the ``collect()`` that writes; :class:`TypeError` when it is not a
     ``str`` or ``os.PathLike``.
+
+    A writer belongs to the process that created it. In a child forked after, it is refused:
+    its sinks, :meth:`sink` and :meth:`flush` raise :class:`~eventapi.EventStateError` naming
+    ``fork()``, and :meth:`close` (leaving its ``with`` block) does nothing; nothing of the
+    child, its exit included, reaches the parent's file. The child writes its own spans
+    through a writer it creates.
     """
 
     __slots__ = ("_trace",)
@@ -113,9 +119,11 @@ class TraceWriter:
         """A ``sink`` for an :class:`~eventapi.EventProfiler` on ``api``.
 
         Each span goes on the track of its stream (``Span.stream``, the profiler's label) of
-        ``api``'s backend and device. Raises :class:`ValueError` when called after :meth:`close`.
+        ``api``'s backend and device. The sink raises :class:`ValueError` when called after
+        :meth:`close`; both raise :class:`~eventapi.EventStateError` in a forked child.
         """
         trace = self._trace
+        trace.check_owner("TraceWriter.sink")
         backend = api.BACKEND
         device = getattr(api, "device", None)
         device = device if isinstance(device, int) else None
@@ -130,11 +138,14 @@ class TraceWriter:
         return write
 
     def flush(self) -> None:
-        """Push what was written so far to the operating system."""
+        """Push what was written so far to the operating system (refused in a forked child)."""
         self._trace.flush()
 
     def close(self) -> None:
-        """Finish the file (idempotent); spans given to a sink afterwards raise ValueError."""
+        """Finish the file (idempotent); spans given to a sink afterwards raise ValueError.
+
+        In a child forked after the writer was created, it does nothing: the file is the parent's.
+        """
         self._trace.close()
 
     def __enter__(self) -> TraceWriter:

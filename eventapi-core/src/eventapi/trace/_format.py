@@ -24,16 +24,20 @@ broken stack.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import socket
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Final, final
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, final
 
+from .._errors import EventStateError
 from ._files import Replacement, check_path
 from ._rank import process_title, rank_info
 
@@ -190,6 +194,20 @@ def span_event(
     return event
 
 
+# Every TraceFile open in this process, so that a forked child can disown the parent's.
+_open_files: weakref.WeakSet[TraceFile] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # Runs in the child right after fork(), on its only thread, before anything else can touch
+    # a trace the parent was writing.
+    for trace in list(_open_files):
+        trace._forked_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @final
 class TraceFile:
     """A trace being written: header at open, one line per event, the tail at :meth:`close`.
@@ -199,6 +217,11 @@ class TraceFile:
     the open windows' ends per track (for clamping). Raises :class:`OSError` from the file,
     :class:`TypeError` for a ``path`` that is not a ``str`` or ``os.PathLike``.
 
+    After ``fork()`` the child's copy is the parent's file, not the child's: every write or
+    flush there raises :class:`~eventapi.EventStateError` naming ``fork()``, and
+    :meth:`close` and :meth:`discard` there do nothing. Nothing of the child, its exit
+    included, reaches the file, and nothing there waits for a lock a parent thread held.
+
     ``replace``: write a temporary file that takes the place of ``path`` at :meth:`close`
     (after a flush to the disk), so ``path`` is never left half written; :meth:`discard` drops
     it instead. Without it the file is written in place, as it grows. ``slice_args``: see
@@ -206,8 +229,10 @@ class TraceFile:
     """
 
     __slots__ = (
+        "__weakref__",
         "_closed",
         "_file",
+        "_forked",
         "_lock",
         "_nesting",
         "_path",
@@ -237,6 +262,7 @@ class TraceFile:
         self._tracks: dict[Track, int] = {}
         self._nesting: dict[int, list[int]] = {}
         self._closed = False
+        self._forked = False
         pid = process["pid"]
         assert isinstance(pid, int)
         self._pid = pid
@@ -245,6 +271,37 @@ class TraceFile:
         except BaseException:
             self.discard()
             raise
+        _open_files.add(self)
+
+    def _forked_in_child(self) -> None:
+        # The lock may have been held at the fork by a parent thread that does not exist here.
+        self._lock = threading.Lock()
+        self._forked = True
+        if self._closed:
+            return
+        # The child's descriptor shares the parent's file offset: whatever the child wrote or
+        # flushed (the buffered file's own close when collected at exit included) would land
+        # in the middle of the parent's trace, and the buffer's own lock may be held too.
+        # Closing the raw file underneath closes only this process's descriptor and marks the
+        # whole stack closed, so nothing above it ever flushes or takes that lock.
+        raw = getattr(getattr(self._file, "buffer", None), "raw", None)
+        if isinstance(raw, io.FileIO):
+            with contextlib.suppress(OSError):
+                raw.close()
+
+    def check_owner(self, call: str) -> None:
+        """:class:`~eventapi.EventStateError` for ``call`` in a child forked after the open."""
+        if self._forked:
+            self._refuse_forked(call)
+
+    def _refuse_forked(self, call: str) -> NoReturn:
+        raise EventStateError(
+            f"{call} refused: the trace {self._path} was opened before fork(), by the parent "
+            f"process, which still writes it; it is not writable from this process "
+            f"(pid {os.getpid()}), and closing it here does nothing. Write this process's "
+            "spans to a TraceWriter on a file of its own, or start worker processes with "
+            "multiprocessing's 'spawn' or 'forkserver' method"
+        )
 
     def _header(self, process: dict[str, object]) -> None:
         pid = self._pid
@@ -279,6 +336,8 @@ class TraceFile:
     def track(self, track: Track, **extra: object) -> int:
         """The ``tid`` of ``track``, announcing it (with ``extra`` in its args) on first use."""
         with self._lock:
+            if self._forked:
+                self._refuse_forked("a new track")
             return self._track(track, extra)
 
     def _track(self, track: Track, extra: dict[str, object]) -> int:
@@ -310,6 +369,8 @@ class TraceFile:
     def add(self, track: Track, spans: Iterable[Span]) -> None:
         """Write ``spans`` (in the order their windows opened) on ``track``."""
         with self._lock:
+            if self._forked:
+                self._refuse_forked("a span")
             if self._closed:
                 raise ValueError("this trace was closed; write spans before closing it")
             tid = self._track(track, {})
@@ -329,6 +390,8 @@ class TraceFile:
 
     def flush(self) -> None:
         with self._lock:
+            if self._forked:
+                self._refuse_forked("flush()")
             try:
                 self._file.flush()
             except OSError as exc:
@@ -337,7 +400,7 @@ class TraceFile:
     def discard(self) -> None:
         """Close without finishing: a ``replace`` trace leaves ``path`` as it was. Idempotent."""
         with self._lock:
-            if self._closed:
+            if self._closed or self._forked:  # a forked child's: the parent's file, untouched
                 return
             self._closed = True
             if self._replacement is not None:
@@ -352,7 +415,7 @@ class TraceFile:
         then leaves ``path`` as it was.
         """
         with self._lock:
-            if self._closed:
+            if self._closed or self._forked:  # a forked child's: the parent's file, untouched
                 return
             self._closed = True
             replacement = self._replacement
