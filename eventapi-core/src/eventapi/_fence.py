@@ -2,11 +2,12 @@
 
 A fence is created and recorded in one call, waited on from any number of threads, made a
 device-side dependency of another stream, and closed once. It works over any
-:class:`~eventapi.EventApi`, not only the backends built on :mod:`eventapi.driverkit`, so it keeps
-its own count of calls in flight: a ``close()`` that arrives while another thread waits defers
-the destroy to the last call out, and never pulls the event from under a waiter; the count
-takes no lock (see the comment at ``EventFence._calls``). A backend with
-:class:`~eventapi.SupportsFastPath` creates and records a fence's event in one call.
+:class:`~eventapi.EventApi`. It counts nothing itself: a backend keeps a call in flight safe from
+a destroy made meanwhile on another thread, and refuses a destroyed event before its driver
+sees it (the protocol asks both of every backend, and the conformance kit checks them), so a
+``close()`` that arrives while another thread waits never pulls the event from under it, and a
+call that comes after a ``close()`` is refused. A backend with :class:`~eventapi.SupportsFastPath`
+creates and records a fence's event in one call.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._single_owner import SingleOwner
 __all__ = ["EventFence"]
 
 _log = logging.getLogger("eventapi")
+_new = object.__new__
 
 E = TypeVar("E")
 S = TypeVar("S")
@@ -60,8 +62,12 @@ _POLL_MAX_S = 1e-3
 # driver's spin would burn all of it.
 _SPIN_NS = 100_000
 
-_RECORD: Final = object()  # EventFence.record's token for EventFence.__init__
-_NOTHING: Final[tuple[()]] = ()  # the empty tuple, EventFence.record's default keep_alive
+# A fence's state: recorded, observed reached (it stays reached), closed; and recorded on a
+# backend without event_query, whose waits go straight to event_wait.
+_PENDING: Final = 0
+_REACHED: Final = 1
+_CLOSED: Final = 2
+_UNQUERIED: Final = 3
 
 
 @final
@@ -70,65 +76,34 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     Build one with :meth:`record`. It may be waited on from any thread, by several threads at
     once, while the thread that recorded it goes on. ``close()`` (or leaving a ``with`` block)
-    destroys the event; a call already waiting on another thread finishes normally first, and
-    the last one out destroys it. A fence that is garbage collected unclosed is destroyed then,
-    as a safety net. Every call after ``close()`` raises :class:`~eventapi.EventStateError`
-    without reaching the backend.
+    destroys the event; a call already waiting on another thread finishes first (the backend
+    defers the destroy until it returns). A fence that is garbage collected unclosed is
+    destroyed then, as a safety net. Every call after ``close()`` raises
+    :class:`~eventapi.EventStateError` without reaching the backend's driver.
 
-    Destroy failures (from ``close()``, the last waiter or the safety net) are logged on the
-    ``eventapi`` logger at WARNING and never raised: the fence is closed either way and there is
-    nothing a caller could do about it.
+    Destroy failures (from ``close()`` or the safety net) are logged on the ``eventapi`` logger
+    at WARNING and never raised: the fence is closed either way and there is nothing a caller
+    could do about it.
 
     A fence owns its event: ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`.
     """
 
     _COPY_HINT = "share the fence itself between threads, or record another one"
 
-    __slots__ = (
-        "__weakref__",
-        "_api",
-        "_calls",
-        "_closed",
-        "_event",
-        "_keep_alive",
-        "_query",
-        "_reached",
-        "_unclaimed",
-    )
+    __slots__ = ("__weakref__", "_api", "_event", "_keep_alive", "_state")
 
     _api: EventApi[E, S]
     _event: E
     _keep_alive: tuple[object, ...] | None
-    _query: SupportsEventQuery[E] | None
-    # The lifetime without a lock: two with blocks on one, to count a call in and out, cost
-    # more than the rest of a wait. list.append and list.pop are atomic in CPython (the Python
-    # FAQ, "What kinds of global value mutation are thread-safe?"), the GIL runs each thread's
-    # steps in order, and the order of the steps makes every race safe: a call appends itself
-    # to _calls, then reads _closed; close() sets _closed, then reads _calls. So a close() that
-    # finds no call is seen by every later call, which refuses, and a call that found the
-    # fence open is found by close(), which leaves the destroy to the last call out. Whoever
-    # finds the fence closed and no call in flight destroys the event, once: the one that pops
-    # _unclaimed's single item. (The free-threaded build, which eventapi does not support,
-    # would need a lock here: without the GIL the two sides' store and load may pass each
-    # other.) An interrupt between two steps can leave a call counted for good, as one between
-    # a locked count and its try did before; the safety net (__del__) then destroys the event.
-    # tests/test_fence.py races closes against wait(), wait(timeout) and reached().
-    _calls: list[None]  # one item per call in flight
-    _unclaimed: list[None]  # one item until the destroy is claimed (close, last call, __del__)
-    _closed: bool
-    _reached: bool  # observed reached; it stays reached, so later waits return at once
+    _state: int
 
     # sys.is_finalizing, read from the class by __del__, which must read no module global at
     # interpreter shutdown (see eventapi.driverkit._handles).
     _is_finalizing: ClassVar[Callable[[], bool]] = sys.is_finalizing
 
-    def __init__(self, _token: object = None) -> None:
-        # record() passes _RECORD and sets every slot itself; a fence is never built otherwise.
-        # (Not object.__new__(cls) there: the compiled build's native class refuses it.)
-        if _token is not _RECORD:
-            raise TypeError(
-                "EventFence has no public constructor; use EventFence.record(api, stream)"
-            )
+    def __init__(self) -> None:
+        # record() builds a fence without this (object.__new__) and sets every slot itself.
+        raise TypeError("EventFence has no public constructor; use EventFence.record(api, stream)")
 
     @classmethod
     def record(
@@ -148,15 +123,23 @@ class EventFence(SingleOwner, Generic[E, S]):
         an event created before a failed record is destroyed first (a failure of that destroy is
         logged), so nothing leaks.
         """
-        # Before anything is created: it may raise. The default costs no call: CPython has one
-        # empty tuple, the default's (any other empty iterable still gives None).
-        held = None if keep_alive is _NOTHING else (tuple(keep_alive) or None)
+        # Before anything is created: it may raise. (An empty iterable that is truthy, an
+        # exhausted generator, still gives None.)
+        held = (tuple(keep_alive) or None) if keep_alive else None
         # The class's capabilities, cached: capabilities_of asks and caches the first time.
-        capable = _by_class.get(type(api)) or capabilities_of(api, "EventFence.record")
+        try:
+            capable = _by_class[type(api)]
+        except KeyError:
+            capable = capabilities_of(api, "EventFence.record")
         try:
             if capable.fast_path:
-                fast: SupportsFastPath[E, S] = api  # type: ignore[assignment]
-                event = fast.event_record_new(fast.adopt_stream(stream))
+                try:
+                    event = api.event_record_new(stream)  # type: ignore[attr-defined]
+                except EventStateError:
+                    # Not the backend's own stream object: a framework's, or a raw handle.
+                    # Adopted, it is one; what the backend cannot use, adopt_stream refuses.
+                    fast = cast("SupportsFastPath[E, S]", api)
+                    event = fast.event_record_new(fast.adopt_stream(stream))
                 if event is None:
                     _refuse_capturing(api, stream)
             else:
@@ -169,15 +152,11 @@ class EventFence(SingleOwner, Generic[E, S]):
             # call the user made and what it was given.
             exc.add_note(f"raised by EventFence.record(api, stream={stream!r})")
             raise
-        fence: EventFence[E, S] = cls(_RECORD)
+        fence: EventFence[E, S] = _new(cls)
         fence._api = api
         fence._event = event
-        fence._query = api if capable.event_query else None  # type: ignore[assignment]
         fence._keep_alive = held
-        fence._calls = []
-        fence._unclaimed = [None]
-        fence._closed = False
-        fence._reached = False
+        fence._state = _PENDING if capable.event_query else _UNQUERIED
         return fence
 
     # -- properties -----------------------------------------------------------------------------
@@ -195,7 +174,7 @@ class EventFence(SingleOwner, Generic[E, S]):
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
-        return self._closed
+        return self._state == _CLOSED
 
     # -- waiting ------------------------------------------------------------------------------
 
@@ -216,58 +195,63 @@ class EventFence(SingleOwner, Generic[E, S]):
 
         A number polls the backend's ``event_query`` (first every 20 µs, backing off to every
         1 ms) and raises :class:`TimeoutError` once ``timeout`` seconds passed without the
-        fence being reached; ``timeout == 0`` (or NaN) queries once, and a negative ``timeout``
-        raises :class:`ValueError`, as ``queue.Queue.get`` does. A timed wait needs
-        ``event_query``: without it, :class:`~eventapi.UnsupportedError`. Raises
+        fence being reached; ``timeout == 0`` queries once, and a negative or NaN ``timeout``
+        raises :class:`ValueError` (one that is not a number, :class:`TypeError`). A timed wait
+        needs ``event_query``: without it, :class:`~eventapi.UnsupportedError`. Raises
         :class:`~eventapi.EventStateError` after ``close()``, and the backend's
         :class:`~eventapi.DriverError` for the fault the wait revealed.
         """
-        if self._closed:
-            self._refuse_closed("wait")
-        if timeout is not None:
-            if timeout < 0:
-                raise ValueError(
-                    f"EventFence.wait: timeout must be a number of seconds >= 0, or None to wait "
-                    f"as long as it takes; got {timeout!r}"
-                )
-            self._require_query("wait(timeout=...)")
-        if self._reached:
-            return  # a fence is recorded once: reached stays reached
-        # _enter and _leave, spelled out: every fence's wait comes here. (mypy takes _closed
-        # for False from the check above; another thread's close() may have set it since.)
-        calls = self._calls
-        calls.append(None)  # in flight first, then the check (see _calls)
-        if self._closed:
-            self._leave()  # type: ignore[unreachable]
-            self._refuse_closed("wait")
-        event = self._event
+        if self._state or timeout is not None:
+            self._wait_slowly(timeout)
+            return
         try:
-            query = self._query
-            if timeout is not None:
-                self._poll(event, timeout)
-            elif query is not None and query.event_query(event):
-                pass  # reached already: the common case, with no clock read and no spin
-            elif not self._spin(event):
-                # By ident: current_thread() would register a dummy for a foreign thread.
-                if threading.get_ident() == threading.main_thread().ident:
-                    self._block_interruptibly(event)
-                else:
-                    self._api.event_wait(event)
-            # _mark_reached, spelled out too.
-            self._reached = True
-            self._keep_alive = None
-        finally:
-            calls.pop()
-            if self._closed:
-                self._last_out()  # type: ignore[unreachable]
+            # Never blocks: work done or nearly done, the common case, returns from here.
+            # (_PENDING: the backend has event_query.)
+            if self._api.event_query(self._event):  # type: ignore[attr-defined]
+                self._state = _REACHED
+                self._keep_alive = None
+                return
+            self._block()
+        except EventStateError:
+            self._refuse_if_closed("wait")
+            raise
+
+    def _wait_slowly(self, timeout: object) -> None:
+        # wait() reached or closed already, with a timeout, or on a backend without a query.
+        if self._state == _CLOSED:
+            self._refuse_closed("wait")
+        seconds = None if timeout is None else _seconds(timeout)
+        if seconds is not None:
+            self._require_query("wait(timeout=...)")
+        if self._state == _REACHED:
+            return  # a fence is recorded once: reached stays reached
+        try:
+            if seconds is None:
+                self._block()
+            else:
+                self._poll(seconds)
+        except EventStateError:
+            self._refuse_if_closed("wait")
+            raise
+
+    def _block(self) -> None:
+        # A wait without a timeout, once the first query found the fence not reached.
+        event = self._event
+        if not self._spin(event):
+            # By ident: current_thread() would register a dummy for a foreign thread.
+            if threading.get_ident() == threading.main_thread().ident:
+                self._block_interruptibly(event)
+            else:
+                self._api.event_wait(event)
+        self._mark_reached()
 
     def _spin(self, event: E) -> bool:
         # Most waits a program makes are on work that is done or nearly done: those return
         # from here as fast as a driver's own spin would, with no thread started and no sleep
         # to wake from. A wait that outlasts the spin blocks (see _SPIN_NS for the price).
-        query = self._query
-        if query is None:
+        if not self._has_query():
             return False
+        query = cast("SupportsEventQuery[E]", self._api)
         deadline = time.perf_counter_ns() + _SPIN_NS
         while not query.event_query(event):
             if time.perf_counter_ns() >= deadline:
@@ -280,24 +264,25 @@ class EventFence(SingleOwner, Generic[E, S]):
         # A backend's event_wait blocks in native code, where a signal only sets a flag that
         # Python looks at when the call returns: Ctrl-C would wait for the device. A lock
         # acquire, though, is interrupted by a signal on POSIX and runs the handler at once.
+        # The helper thread's wait is a call of its own, which the backend keeps safe from a
+        # close() made meanwhile; an interrupt here leaves it to finish when the device does.
         done = _thread.allocate_lock()
         done.acquire()
         failure: list[BaseException] = []
-        # The helper thread is a call in flight of its own, so close() never destroys the
-        # event under it, however this thread leaves. The count is made here and handed over:
-        # an interrupt can land as start_new_thread returns, when the thread may or may not
-        # run already, and whichever side pops the handoff owns the count (see _take).
-        handoff: list[None] = [None]
-        self._calls.append(None)
-        try:
-            _thread.start_new_thread(self._wait_for_main, (event, done, failure, handoff))
-        except BaseException:
-            if _take(handoff):
-                self._leave()
-            raise
-        done.acquire()  # interruptible; the helper releases it after it left the fence
+        _thread.start_new_thread(self._wait_for_main, (event, done, failure))
+        done.acquire()  # interruptible; the helper releases it once its wait returned
         if failure:
             raise failure[0]
+
+    def _wait_for_main(
+        self, event: E, done: _thread.LockType, failure: list[BaseException]
+    ) -> None:
+        try:
+            self._api.event_wait(event)
+        except BaseException as exc:  # handed to the main thread, which raises it
+            failure.append(exc)
+        finally:
+            done.release()
 
     def reached(self) -> bool:
         """True when the device reached the fence. Never blocks.
@@ -305,19 +290,20 @@ class EventFence(SingleOwner, Generic[E, S]):
         Needs the backend's ``event_query``; without it, :class:`~eventapi.UnsupportedError`.
         Raises :class:`~eventapi.EventStateError` after ``close()``.
         """
-        if self._closed:
+        state = self._state
+        if state == _CLOSED:
             self._refuse_closed("reached")
         query = self._require_query("reached()")
-        if self._reached:
+        if state == _REACHED:
             return True
-        event = self._enter("reached")
         try:
-            done = query.event_query(event)
-            if done:
-                self._mark_reached()
-            return done
-        finally:
-            self._leave()
+            done = query.event_query(self._event)
+        except EventStateError:
+            self._refuse_if_closed("reached")
+            raise
+        if done:
+            self._mark_reached()
+        return done
 
     def wait_on(self, stream: S) -> None:
         """Make ``stream`` wait on the device until the fence is reached; the host does not block.
@@ -326,11 +312,13 @@ class EventFence(SingleOwner, Generic[E, S]):
         :class:`~eventapi.EventStateError` after ``close()`` and the backend's
         :class:`~eventapi.DriverError` when it refuses the dependency.
         """
-        event = self._enter("wait_on")
+        if self._state == _CLOSED:
+            self._refuse_closed("wait_on")
         try:
-            self._api.stream_wait_event(stream, event)
-        finally:
-            self._leave()
+            self._api.stream_wait_event(stream, self._event)
+        except EventStateError:
+            self._refuse_if_closed("wait_on")
+            raise
 
     async def wait_async(self) -> None:
         """Wait for the fence from a coroutine without blocking the event loop.
@@ -339,60 +327,52 @@ class EventFence(SingleOwner, Generic[E, S]):
         backing off to 1 ms; the loop's own timer resolution, about 1 ms, bounds it in
         practice), so no thread is tied up however many fences are awaited. Without it,
         ``event_wait`` runs in the loop's default executor; a cancelled ``wait_async`` then
-        leaves that job to run and wait until the fence is reached (the fence stays valid for
-        it until then, even if closed). Raises as :meth:`wait` does.
+        leaves that job to run and wait until the fence is reached (the backend keeps it safe
+        from a close meanwhile). Raises as :meth:`wait` does.
         """
         # Imported here: asyncio (with ssl, socket and subprocess behind it) would more than
         # double what `import eventapi` costs, for the one method that needs it.
         import asyncio
 
-        if self._closed:
+        state = self._state
+        if state == _CLOSED:
             self._refuse_closed("wait_async")
-        if self._reached:
+        if state == _REACHED:
             return
-        event = self._enter("wait_async")
-        if self._query is None:
-            handoff: list[None] = [None]  # the count goes to the job, as in _block_interruptibly
-            try:
-                loop = asyncio.get_running_loop()
-                future = loop.run_in_executor(None, self._wait_then_leave, event, handoff)
-            except BaseException:
-                if _take(handoff):
-                    self._leave()
-                raise
-            # The executor's job leaves the fence when event_wait returns, so a cancelled await
-            # does not let close() destroy the event under that thread. Shielded: cancelling
-            # the await must not cancel a job still queued, the wait's only way out.
-            await asyncio.shield(future)
-            return
+        event = self._event
+        query = cast("SupportsEventQuery[E]", self._api) if self._has_query() else None
         try:
-            query = self._query
-            delay = _POLL_FIRST_S
-            while not query.event_query(event):
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _POLL_MAX_S)
-            self._mark_reached()
-        finally:
-            self._leave()
+            if query is None:
+                loop = asyncio.get_running_loop()
+                # Shielded: cancelling the await must not cancel a job still queued.
+                await asyncio.shield(loop.run_in_executor(None, self._api.event_wait, event))
+            else:
+                delay = _POLL_FIRST_S
+                while not query.event_query(event):
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, _POLL_MAX_S)
+        except EventStateError:
+            self._refuse_if_closed("wait_async")
+            raise
+        self._mark_reached()
 
     # -- lifetime -----------------------------------------------------------------------------
 
     def close(self) -> None:
         """Destroy the event and drop the ``keep_alive`` objects. Idempotent; never raises.
 
-        A wait in progress on another thread finishes normally, and the event is destroyed when
-        the last such call returns. A destroy failure is logged on the ``eventapi`` logger.
+        A wait in progress on another thread finishes normally: the backend destroys the event
+        when it returns. A destroy failure is logged on the ``eventapi`` logger.
         """
-        if self._closed:
+        if self._state == _CLOSED:
             return
-        self._closed = True
+        self._state = _CLOSED
         self._keep_alive = None
-        if not self._calls and _take(self._unclaimed):  # see _claim_destroy
-            # _destroy_logged, spelled out: every fence's close comes here.
-            try:
-                self._api.event_destroy(self._event)
-            except Exception:
-                _log_destroy_failed(self._api, self._event, "on close")
+        try:
+            # Two closes racing on two threads both get here: a second destroy is a no-op.
+            self._api.event_destroy(self._event)
+        except Exception:
+            _log_destroy_failed(self._api, self._event, "on close")
 
     def __enter__(self) -> EventFence[E, S]:
         return self
@@ -406,93 +386,44 @@ class EventFence(SingleOwner, Generic[E, S]):
         self.close()
 
     def __del__(self) -> None:
-        # Safety net for a fence dropped unclosed. Nothing is in flight (a call in flight holds
-        # the fence), and at interpreter shutdown the driver may be gone: leave it to the OS.
+        # Safety net for a fence dropped unclosed. At interpreter shutdown the driver may be
+        # gone: leave it to the OS.
         try:
-            unclaimed = self._unclaimed
+            if self._state == 2 or type(self)._is_finalizing():  # 2: _CLOSED, a literal: no
+                return  # module global is read at shutdown
         except AttributeError:  # the refused public constructor: nothing was created
             return
-        if not unclaimed or type(self)._is_finalizing():
-            return
-        unclaimed.pop()
-        _destroy_logged(self._api, self._event, "when the unclosed fence was garbage collected")
+        self._state = 2
+        try:
+            self._api.event_destroy(self._event)
+        except Exception:
+            _log_destroy_failed(
+                self._api, self._event, "when the unclosed fence was garbage collected"
+            )
 
     def __repr__(self) -> str:
         try:
             backend = self._api.BACKEND
         except AttributeError:
             return "<EventFence (uninitialised)>"
-        if self._closed:
-            state = "closed"
-        elif self._reached:
-            state = "reached"
-        else:
-            state = "pending"
+        state = ("pending", "reached", "closed", "pending")[self._state]
         return f"<EventFence {backend} {state} event={self._event!r}>"
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _enter(self, call: str) -> E:
-        # In flight first, then the check (see _calls).
-        self._calls.append(None)
-        if self._closed:
-            self._leave()
-            self._refuse_closed(call)
-        return self._event
-
-    def _leave(self) -> None:
-        self._calls.pop()
-        if self._closed:
-            self._last_out()
-
-    def _last_out(self) -> None:
-        # A call left the closed fence. With no call left in flight, whoever pops _unclaimed
-        # first (close, the last call out or a refused one) destroys, here this call; a failure
-        # belongs to nobody's call, so it is logged.
-        if not self._calls and self._claim_destroy():
-            _destroy_logged(self._api, self._event, "after the last call on the closed fence")
-
-    def _claim_destroy(self) -> bool:
-        # True for the one caller that takes the destroy (see _calls).
-        return _take(self._unclaimed)
-
-    def _wait_then_leave(self, event: E, handoff: list[None]) -> None:
-        if not _take(handoff):
-            return  # the coroutine was interrupted before its job ran, and left the fence
-        try:
-            self._api.event_wait(event)
-            self._mark_reached()
-        finally:
-            self._leave()
-
-    def _wait_for_main(
-        self,
-        event: E,
-        done: _thread.LockType,
-        failure: list[BaseException],
-        handoff: list[None],
-    ) -> None:
-        if not _take(handoff):
-            # The main thread was interrupted as it started this thread and took its count
-            # back: the event may be destroyed already, and nobody waits for this thread.
-            done.release()
-            return
-        try:
-            self._api.event_wait(event)
-            self._mark_reached()
-        except BaseException as exc:  # handed to the main thread, which raises it
-            failure.append(exc)
-        finally:
-            # Leave before releasing: a close() right after wait() returns then finds no call
-            # in flight and destroys the event itself.
-            try:
-                self._leave()
-            finally:
-                done.release()
-
     def _mark_reached(self) -> None:
-        self._reached = True
+        if self._state != _CLOSED:
+            self._state = _REACHED
         self._keep_alive = None
+
+    def _has_query(self) -> bool:
+        # The backend's class was asked when the fence was recorded (capabilities_of).
+        return _by_class[type(self._api)].event_query
+
+    def _refuse_if_closed(self, call: str) -> None:
+        # The backend refused the event: a close() on another thread came between.
+        if self._state == _CLOSED:
+            self._refuse_closed(call)
 
     def _refuse_closed(self, call: str) -> NoReturn:
         raise EventStateError(
@@ -502,51 +433,52 @@ class EventFence(SingleOwner, Generic[E, S]):
         )
 
     def _require_query(self, call: str) -> SupportsEventQuery[E]:
-        query = self._query
-        if query is None:
+        if not self._has_query():
             raise UnsupportedError(
                 f"{self._api.BACKEND}: EventFence.{call} needs the event_query capability "
                 "(eventapi.SupportsEventQuery), which this backend lacks; use wait() with no "
                 "timeout, or a backend that has event_query"
             )
-        return query
+        return cast("SupportsEventQuery[E]", self._api)
 
-    def _poll(self, event: E, timeout: float) -> None:
-        query = self._require_query("wait(timeout=...)")
+    def _poll(self, timeout: float) -> None:
+        query, event = self._require_query("wait(timeout=...)"), self._event
         # Bounds: see _POLL_FIRST_S and _POLL_MAX_S.
-        if query.event_query(event):
-            return
-        deadline = time.monotonic() + timeout
-        delay = _POLL_FIRST_S
-        while True:
-            remaining = deadline - time.monotonic()
-            # Written so that a NaN timeout expires at once, as in concurrent.futures, instead
-            # of polling forever.
-            if not remaining > 0:
-                raise TimeoutError(
-                    f"{self._api.BACKEND}: fence not reached within {timeout:g} s; the stream "
-                    "it was recorded into is still busy (wait longer, or look for work on it "
-                    "that never finishes)"
-                )
-            time.sleep(min(delay, remaining))
-            if query.event_query(event):
-                return
-            delay = min(delay * 2, _POLL_MAX_S)
+        if not query.event_query(event):
+            deadline = time.monotonic() + timeout
+            delay = _POLL_FIRST_S
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"{self._api.BACKEND}: fence not reached within {timeout:g} s; the "
+                        "stream it was recorded into is still busy (wait longer, or look for "
+                        "work on it that never finishes)"
+                    )
+                time.sleep(min(delay, remaining))
+                if query.event_query(event):
+                    break
+                delay = min(delay * 2, _POLL_MAX_S)
+        self._mark_reached()
 
 
-def _take(one: list[None]) -> bool:
-    """Pop ``one``'s single item: True for the one caller that gets it, however many race.
-
-    ``list.pop`` is atomic under the GIL (see ``EventFence._calls``), so of the callers that
-    race for a claim (a fence's destroy, a wait's count handed to a helper thread) at most one
-    wins it. An interrupt right after the winner's pop loses the claim (nobody acts on it);
-    what it guarded is then left to the fence's safety net, ``__del__``.
-    """
+def _seconds(timeout: object) -> float:
+    """A wait's ``timeout`` as seconds, or :class:`TypeError` / :class:`ValueError` naming it."""
     try:
-        one.pop()
-    except IndexError:
-        return False
-    return True
+        if not hasattr(type(timeout), "__float__"):  # a str converts, but is no number
+            raise TypeError
+        seconds = float(timeout)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise TypeError(
+            "EventFence.wait: timeout must be a number of seconds, or None to wait as long as "
+            f"it takes; got a {type(timeout).__name__}"
+        ) from None
+    if not seconds >= 0:  # negative, or NaN
+        raise ValueError(
+            "EventFence.wait: timeout must be a number of seconds >= 0, or None to wait as long "
+            f"as it takes; got {seconds!r}"
+        )
+    return seconds
 
 
 def _record_new(api: EventApi[E, S], stream: S, capture_check: bool) -> E:
@@ -557,7 +489,10 @@ def _record_new(api: EventApi[E, S], stream: S, capture_check: bool) -> E:
     try:
         api.event_record(event, stream)
     except BaseException:
-        _destroy_logged(api, event, "after its record failed")
+        try:
+            api.event_destroy(event)
+        except Exception:
+            _log_destroy_failed(api, event, "after its record failed")
         raise
     return event
 
@@ -568,13 +503,6 @@ def _refuse_capturing(api: EventApi[Any, Any], stream: object) -> NoReturn:
         "a graph, where a record is no timestamp but a dependency inside the graph; record "
         "the fence after the capture ends, or into a stream that is not capturing"
     )
-
-
-def _destroy_logged(api: EventApi[Any, Any], event: object, when: str) -> None:
-    try:
-        api.event_destroy(event)
-    except Exception:
-        _log_destroy_failed(api, event, when)
 
 
 def _log_destroy_failed(api: EventApi[Any, Any], event: object, when: str) -> None:
