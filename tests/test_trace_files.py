@@ -120,11 +120,28 @@ def test_an_export_that_fails_while_building_leaves_the_old_trace(
         with prof.window("w"):
             pass
         prof.collect()
-        # The first profiler's track is written before the second argument fails.
-        with pytest.raises(AttributeError):
+        # The first profiler's track is written before the second one fails.
+        with pytest.raises(RuntimeError, match="unreadable"):
+            export_chrome_trace(old, prof, _BreaksMidway())  # type: ignore[arg-type]
+        assert old.read_bytes() == before
+        assert _leftovers(tmp_path) == []
+        # Something that is no profiler at all is refused before any file is opened.
+        with pytest.raises(TypeError, match=r"profilers\[1\] is str"):
             export_chrome_trace(old, prof, "not a profiler")  # type: ignore[arg-type]
     assert old.read_bytes() == before
     assert _leftovers(tmp_path) == []
+
+
+class _BreaksMidway:
+    """Has what an export reads of a profiler, and fails as its spans are read."""
+
+    label = "broken"
+    dropped_spans = 0
+    api = anchor = None
+
+    @property
+    def spans(self) -> tuple[()]:
+        raise RuntimeError("spans unreadable")
 
 
 def test_an_output_that_is_an_input_is_refused_and_the_input_kept(

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple, Protocol, TypeVar, final, runtime_checkable
 
+from ._arguments import bounded_repr
+
 __all__ = [
     "CAPABILITY_METHODS",
     "FAST_PATH_METHODS",
@@ -266,7 +268,7 @@ def _require_backend(api: object, caller: str) -> None:
         raise TypeError(
             f"{caller} needs a backend object (one that satisfies eventapi.EventApi, such as "
             f"eventapi.backend() or eventapi.backend('host') returns), got "
-            f"{type(api).__qualname__} {_short_repr(api)}, which lacks {', '.join(missing)}"
+            f"{type(api).__qualname__} {bounded_repr(api)}, which lacks {', '.join(missing)}"
         )
 
 
@@ -276,11 +278,3 @@ def _has(api: object, name: str) -> bool:
     except Exception:  # a broken property or __getattr__ is as good as missing here
         return False
     return name == "BACKEND" or callable(member)
-
-
-def _short_repr(api: object) -> str:
-    try:
-        text = repr(api)
-    except Exception:
-        return "(unprintable)"
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -24,8 +24,10 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
+from .._arguments import bounded_repr, check_bool, check_int
+from .._protocol import capabilities_of
 from ._files import check_path
-from ._format import TraceFile, Track, process_info, read_trace
+from ._format import TraceFile, Track, check_span, process_info, read_trace
 from ._merge import dump, merge_documents, merge_files
 
 if TYPE_CHECKING:
@@ -37,6 +39,20 @@ if TYPE_CHECKING:
 __all__ = ["TraceWriter", "export_chrome_trace", "gather_chrome_trace", "merge", "write_report"]
 
 PathLike = str | os.PathLike[str]
+
+
+# What an export reads of each profiler: checked on the class, so that no property runs for it.
+_PROFILER_MEMBERS = ("api", "label", "spans", "dropped_spans", "anchor")
+
+
+def _check_profilers(profilers: tuple[object, ...], caller: str) -> None:
+    for index, profiler in enumerate(profilers):
+        kind = type(profiler)
+        if not all(hasattr(kind, name) for name in _PROFILER_MEMBERS):
+            raise TypeError(
+                f"{caller}: each of profilers must be an eventapi.EventProfiler; profilers[{index}]"
+                f" is {kind.__qualname__} {bounded_repr(profiler)}"
+            )
 
 
 def _track(api: EventApi[Any, Any], label: str) -> Track:
@@ -62,8 +78,11 @@ def export_chrome_trace(
     speedscope, which keys frames by name and args, aggregates them by name.
 
     Raises :class:`OSError` when ``path`` cannot be written, :class:`TypeError` when it is not
-    a ``str`` or ``os.PathLike``.
+    a ``str`` or ``os.PathLike``, when one of ``profilers`` is not an
+    :class:`~eventapi.EventProfiler` or ``slice_args`` not a ``bool``.
     """
+    _check_profilers(profilers, "export_chrome_trace")
+    check_bool(slice_args, "export_chrome_trace: slice_args")
     trace = TraceFile(path, process_info(), replace=True, slice_args=slice_args)
     try:
         for profiler in profilers:
@@ -101,7 +120,7 @@ class TraceWriter:
     it writes ``path`` in place, as the spans arrive. ``slice_args``: as for
     :func:`export_chrome_trace`. Raises :class:`OSError` when ``path`` cannot be written, at
     construction or from the ``collect()`` that writes; :class:`TypeError` when it is not a
-    ``str`` or ``os.PathLike``.
+    ``str`` or ``os.PathLike`` (or ``slice_args`` not a ``bool``).
 
     A writer belongs to the process that created it. In a child forked after, it is refused:
     its sinks, :meth:`sink` and :meth:`flush` raise :class:`~eventapi.EventStateError` naming
@@ -113,15 +132,19 @@ class TraceWriter:
     __slots__ = ("_trace",)
 
     def __init__(self, path: PathLike, *, slice_args: bool = True) -> None:
+        check_bool(slice_args, "TraceWriter: slice_args")
         self._trace = TraceFile(path, process_info(), slice_args=slice_args)
 
     def sink(self, api: EventApi[Any, Any]) -> Callable[[Span], None]:
         """A ``sink`` for an :class:`~eventapi.EventProfiler` on ``api``.
 
         Each span goes on the track of its stream (``Span.stream``, the profiler's label) of
-        ``api``'s backend and device. The sink raises :class:`ValueError` when called after
-        :meth:`close`; both raise :class:`~eventapi.EventStateError` in a forked child.
+        ``api``'s backend and device. Raises :class:`TypeError` when ``api`` is not a backend
+        object. The sink raises :class:`ValueError` when called after :meth:`close`, and
+        :class:`TypeError` for anything but a :class:`~eventapi.Span`; both raise
+        :class:`~eventapi.EventStateError` in a forked child.
         """
+        capabilities_of(api, "TraceWriter.sink")  # TypeError for a non-backend
         trace = self._trace
         trace.check_owner("TraceWriter.sink")
         backend = api.BACKEND
@@ -130,6 +153,7 @@ class TraceWriter:
         tracks: dict[str, Track] = {}
 
         def write(span: Span) -> None:
+            check_span(span, "a TraceWriter's sink")
             track = tracks.get(span.stream)
             if track is None:
                 track = tracks[span.stream] = Track(backend, device, span.stream)
@@ -166,7 +190,8 @@ def merge(paths: Sequence[PathLike], out: PathLike, *, slice_args: bool = True) 
     Raises :class:`ValueError`, in one line naming the file, for a file that is not a trace
     written by eventapi, a file given twice, or an ``out`` that is one of ``paths``;
     :class:`OSError` when a file cannot be read or written; :class:`TypeError` when ``paths``
-    is not a list of ``str`` or ``os.PathLike`` (a single path included).
+    is not a list of ``str`` or ``os.PathLike`` (a single path included), or ``slice_args``
+    not a ``bool``.
     """
     merge_files(paths, out, slice_args=slice_args)
 
@@ -198,8 +223,14 @@ def gather_chrome_trace(
 
     Raises :class:`RuntimeError` when ``torch.distributed`` is not installed or not
     initialised: without torch, write one file per process with :func:`export_chrome_trace`
-    and merge them with :func:`merge` (``eventapi trace merge``).
+    and merge them with :func:`merge` (``eventapi trace merge``). Raises :class:`TypeError`
+    or :class:`ValueError` for arguments :func:`export_chrome_trace` refuses, and a ``dst``
+    that is not a rank (an ``int``, 0 or more).
     """
+    # Refused on every rank, before the collective.
+    out = check_path(path, "path")
+    _check_profilers(profilers, "gather_chrome_trace")
+    check_int(dst, "gather_chrome_trace: dst", minimum=0)
     try:
         import torch.distributed as dist
     except ImportError:
@@ -215,7 +246,6 @@ def gather_chrome_trace(
         )
     import tempfile
 
-    out = check_path(path, "path")  # refused on every rank, before the collective
     # The local trace, built exactly as a file would be, travels as text.
     with tempfile.TemporaryDirectory() as scratch:
         local = os.path.join(scratch, "rank.json")

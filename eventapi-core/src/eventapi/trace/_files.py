@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Final, final
 
+from .._arguments import bounded_repr
+
 __all__ = [
     "Replacement",
     "Written",
@@ -32,6 +34,10 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
+
+_PATH_MAX: Final = 4096
+"""Linux's limit on a path given to a system call, its terminating NUL included: a longer one
+is refused by the kernel anyway, and would make the message that names it as long."""
 
 _DEFAULT_MODE: Final = 0o666
 """What ``open()`` would create a new file with, before the umask: a temporary file starts at
@@ -53,7 +59,9 @@ def check_path(value: object, what: str) -> str:
     """``value`` as a ``str`` path; :class:`TypeError` unless it is a ``str`` or ``os.PathLike``.
 
     An ``int`` is refused: ``open()`` would take it as a file descriptor, write to it and close
-    it. ``bytes`` are refused too: a path here is text, as ``pathlib`` makes it.
+    it. ``bytes`` are refused too: a path here is text, as ``pathlib`` makes it. An empty path,
+    one holding a NUL character or one longer than a system call takes raises
+    :class:`ValueError`.
     """
     if isinstance(value, str):
         path = value
@@ -70,6 +78,15 @@ def check_path(value: object, what: str) -> str:
         )
     if not path:
         raise ValueError(f"{what} is an empty string; pass a file name")
+    if len(path) >= _PATH_MAX:
+        raise ValueError(
+            f"{what} is {len(path):,} characters long ({bounded_repr(path)}); a path holds at "
+            f"most {_PATH_MAX - 1} bytes"
+        )
+    if "\0" in path:
+        raise ValueError(
+            f"{what} holds a NUL character ({bounded_repr(path)}), which no file name can hold"
+        )
     return path
 
 
@@ -78,7 +95,7 @@ def check_paths(values: object, what: str) -> list[str]:
     if isinstance(values, str | bytes | os.PathLike):
         raise TypeError(
             f"{what} must be a list of paths, not a single {type(values).__name__}: "
-            f"pass [{values!r}]"
+            f"pass [{bounded_repr(values)}]"
         )
     if not isinstance(values, Iterable):
         raise TypeError(f"{what} must be a list of paths, not {type(values).__name__}")

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, final
 
+from .._arguments import bounded_repr
 from .._errors import EventStateError
 from ._files import Replacement, check_path
 from ._rank import process_title, rank_info
@@ -49,6 +50,7 @@ __all__ = [
     "Clock",
     "TraceFile",
     "Track",
+    "check_span",
     "host_clock",
     "json_type",
     "process_info",
@@ -206,6 +208,40 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+_SPAN_FIELDS: Final = (
+    ("name", str),
+    ("start_ns", int),
+    ("end_ns", int),
+    ("duration_ns", int),
+    ("depth", int),
+    ("stream", str),
+    ("uncertainty_ns", int),
+)
+_ABSENT: Final = object()
+
+
+def check_span(span: object, what: str) -> None:
+    """:class:`TypeError` unless ``span`` has a :class:`~eventapi.Span`'s fields, of its types.
+
+    For spans that do not come from a profiler (a sink called by hand): what a file would
+    otherwise write, or fail to encode, is refused first, naming ``what`` and the field.
+    """
+    for field, kind in _SPAN_FIELDS:
+        value = getattr(span, field, _ABSENT)
+        if value is _ABSENT:
+            raise TypeError(
+                f"{what} takes an eventapi.Span (as EventProfiler.collect gives it), not "
+                f"{type(span).__qualname__} {bounded_repr(span)}"
+            )
+        if type(value) is not kind:
+            raise TypeError(
+                f"{what}: a span's {field} must be {'a str' if kind is str else 'an int'}, not "
+                f"{type(value).__qualname__} {bounded_repr(value)}"
+            )
+        if field == "depth" and isinstance(value, int) and value < 0:
+            raise ValueError(f"{what}: a span's depth is 0 or more, got {value}")
 
 
 @final

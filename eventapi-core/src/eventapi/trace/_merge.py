@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final
 
+from .._arguments import check_bool
 from ._files import Written, check_path, check_paths, refuse_overlap, replacing
 from ._format import FORMAT, Clock, json_type, read_trace
 
@@ -302,6 +303,7 @@ def dump(document: dict[str, Any], out: str) -> None:
 
 def merge_files(paths: object, out: object, *, slice_args: bool = True) -> Written:
     """:func:`eventapi.trace.merge`, returning what it wrote."""
+    check_bool(slice_args, "merge: slice_args")
     inputs = check_paths(paths, "paths")
     target = check_path(out, "out")
     if not inputs:
