@@ -10,15 +10,27 @@ One table for the calls.
 
 from __future__ import annotations
 
+import ctypes
+import json
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import child
 import pytest
 
 from eventapi import EventStateError, Span
-from eventapi.driverkit import Stream
+from eventapi.driverkit import (
+    DriverCalls,
+    Stream,
+    foreign_stream_handle,
+    launch_host_func,
+    ms_to_ns,
+)
+from eventapi.driverkit.probe import c_int_out, installed_version, open_driver_library
 from eventapi.host import HostBackend
 from eventapi.trace import (
     TraceWriter,
@@ -40,6 +52,7 @@ def _deep(levels: int) -> list[Any]:
 
 DEEP = _deep(100_000)  # its full repr raises RecursionError
 HUGE = "x" * 10**7  # its full repr is a 10 MB message
+NAN = Decimal("NaN")  # compared with a float, raises decimal.InvalidOperation
 
 
 @dataclass
@@ -66,6 +79,23 @@ def _span(**fields: object) -> Span:
     }
     values.update(fields)
     return Span(**values)
+
+
+def _calls(**fields: object) -> DriverCalls:
+    arguments: dict[str, Any] = {
+        "describe": lambda status: (None, None),
+        "not_ready": 600,
+        "missing": 34,
+        "missing_hint": "install the toy driver",
+    }
+    arguments.update(fields)
+    return DriverCalls("toy", **arguments)
+
+
+def _libc() -> ctypes.CDLL:
+    library = open_driver_library(["libc.so.6"])
+    assert library is not None
+    return library
 
 
 Call = Callable[[Scene], object]
@@ -206,6 +236,154 @@ CASES = [
         TypeError,
         "profilers[0] is float",
     ),
+    # eventapi.driverkit and its probe helpers
+    case(
+        "open_driver_library",
+        "names-str",
+        lambda s: open_driver_library("libc.so.6"),
+        TypeError,
+        "names must be a sequence of library names, not a single str",
+    ),
+    case(
+        "open_driver_library",
+        "names-float",
+        lambda s: open_driver_library(1.5),  # type: ignore[arg-type]
+        TypeError,
+        "names must be a sequence of library names",
+    ),
+    case(
+        "open_driver_library",
+        "name-float",
+        lambda s: open_driver_library([1.5]),  # type: ignore[list-item]
+        TypeError,
+        "names[0] must be a str",
+    ),
+    case(
+        "open_driver_library",
+        "name-deep",
+        lambda s: open_driver_library([DEEP]),  # type: ignore[list-item]
+        TypeError,
+        "names[0] must be a str",
+    ),
+    case(
+        "open_driver_library",
+        "name-empty",
+        lambda s: open_driver_library([""]),
+        ValueError,
+        "names[0] is empty",
+    ),
+    case(
+        "open_driver_library",
+        "name-nul",
+        lambda s: open_driver_library(["libc.so.6\0"]),
+        ValueError,
+        "names[0] holds a NUL",
+    ),
+    case(
+        "c_int_out",
+        "library-float",
+        lambda s: c_int_out(1.5, "f"),  # type: ignore[arg-type]
+        TypeError,
+        "library must be a ctypes.CDLL",
+    ),
+    case(
+        "c_int_out",
+        "function-float",
+        lambda s: c_int_out(_libc(), 1.5),  # type: ignore[arg-type]
+        TypeError,
+        "function must be the symbol's name",
+    ),
+    case(
+        "installed_version",
+        "distribution-deep",
+        lambda s: installed_version(DEEP),  # type: ignore[arg-type]
+        TypeError,
+        "distribution must be a distribution's name",
+    ),
+    case(
+        "ms_to_ns",
+        "ms-huge-str",
+        lambda s: ms_to_ns(HUGE),  # type: ignore[arg-type]
+        TypeError,
+        "ms must be a number of milliseconds, not str",
+    ),
+    case(
+        "ms_to_ns",
+        "ms-decimal-nan",
+        lambda s: ms_to_ns(NAN),  # type: ignore[arg-type]
+        ValueError,
+        "ms must be a finite number of milliseconds",
+    ),
+    case(
+        "ms_to_ns",
+        "ms-inf",
+        lambda s: ms_to_ns(float("inf")),
+        ValueError,
+        "ms must be a finite number of milliseconds",
+    ),
+    case(
+        "ms_to_ns",
+        "ms-bool",
+        lambda s: ms_to_ns(True),
+        TypeError,
+        "ms must be a number of milliseconds, not bool",
+    ),
+    case(
+        "foreign_stream_handle",
+        "protocols-str",
+        lambda s: foreign_stream_handle("toy", object(), protocols="__cuda_stream__"),
+        TypeError,
+        "protocols must be a sequence of attribute names",
+    ),
+    case(
+        "foreign_stream_handle",
+        "native-not-types",
+        lambda s: foreign_stream_handle("toy", object(), native=(1.5,)),  # type: ignore[arg-type]
+        TypeError,
+        "native must be a tuple of types",
+    ),
+    case(
+        "launch_host_func",
+        "fn-float",
+        lambda s: launch_host_func("toy", 1.5, lambda f, k: None),  # type: ignore[arg-type]
+        TypeError,
+        "fn must be callable",
+    ),
+    case(
+        "launch_host_func",
+        "enqueue-float",
+        lambda s: launch_host_func("toy", lambda: None, 1.5),  # type: ignore[arg-type]
+        TypeError,
+        "enqueue must be callable",
+    ),
+    case(
+        "DriverCalls",
+        "not_ready-str",
+        lambda s: _calls(not_ready="600"),
+        TypeError,
+        "not_ready must be a status code",
+    ),
+    case(
+        "DriverCalls",
+        "not_ready-decimal-nan",
+        lambda s: _calls(not_ready=NAN),
+        TypeError,
+        "not_ready must be a status code",
+    ),
+    case(
+        "DriverCalls",
+        "sticky-str",
+        lambda s: _calls(sticky="700"),
+        TypeError,
+        "sticky must be a collection of status codes",
+    ),
+    case(
+        "DriverCalls",
+        "describe-none",
+        lambda s: _calls(describe=None),
+        TypeError,
+        "describe must be a callable",
+    ),
 ]
 
 
@@ -228,3 +406,23 @@ def test_a_hostile_argument_is_refused_naming_it(
     assert fragment in message, message[:300]
     # The value is shown cut short, never whole.
     assert len(message) < 1_000, message[:300]
+
+
+def test_a_library_name_longer_than_a_path_is_refused_before_the_loader_sees_it() -> None:
+    # glibc's loader copies a name onto the stack: one of megabytes crashed the process
+    # (SIGSEGV) instead of failing to load. In a child, so that a crash fails this test alone.
+    done = child.run(
+        textwrap.dedent(
+            """
+            import json
+            from eventapi.driverkit.probe import open_driver_library
+
+            try:
+                open_driver_library(["x" * 10**7])
+            except ValueError as exc:
+                print(json.dumps(str(exc)))
+            """
+        )
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "names[0] is 10,000,000 characters long" in json.loads(done.stdout), done.stdout

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
+import operator
 import os
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, final
+from typing import Any, SupportsIndex, final
 
+from .._arguments import bounded_repr, check_real
 from .._errors import DriverError, EventStateError
 from .._gil import release_gil
 from .probe import c_int_out, open_driver_library
@@ -70,6 +73,11 @@ class DriverCalls:
     restart, is kept in :attr:`lost`, and every later call raises a copy of it at once,
     naming its own call, without calling the driver (which could only fail the same way).
     Thread-safe: the cache only ever gains entries, and a racing lookup stores the same value.
+
+    The codes (``not_ready``, ``missing``, each of ``sticky``) are the binding's status values
+    or plain ``int`` s. Raises :class:`TypeError` for a code that is not an integer (a ``str``,
+    a ``float``), for ``sticky`` given as one code or a string, and for a ``describe`` that is
+    not callable.
     """
 
     __slots__ = (
@@ -96,13 +104,24 @@ class DriverCalls:
         missing_hint: str,
         sticky: Collection[Any] = (),
     ) -> None:
+        if not callable(describe):
+            raise TypeError(
+                f"DriverCalls: describe must be a callable (status -> (name, text)), not "
+                f"{type(describe).__qualname__} {bounded_repr(describe)}"
+            )
+        if isinstance(sticky, str | bytes) or not isinstance(sticky, Collection):
+            raise TypeError(
+                f"DriverCalls: sticky must be a collection of status codes, not "
+                f"{type(sticky).__qualname__} {bounded_repr(sticky)}"
+            )
         self._backend = backend
         self._describe = describe
-        self._not_ready = int(not_ready)
+        self._not_ready = _status_code(not_ready, "not_ready")
+        _status_code(missing, "missing")
         self._missing = missing
         self._missing_hint = missing_hint
         self._names: dict[int, tuple[str, str]] = {}
-        self._sticky = frozenset(int(code) for code in sticky)
+        self._sticky = frozenset(_status_code(code, "each of sticky") for code in sticky)
         self.lost = None
 
     def __call__(self, fn: Callable[..., Any], *args: object) -> Any:
@@ -284,6 +303,16 @@ class DriverCalls:
         return entry
 
 
+def _status_code(code: object, what: str) -> int:
+    # The bindings' status enums are ints; int() would also take a str, a float or a Decimal.
+    if isinstance(code, bool) or not isinstance(code, SupportsIndex):
+        raise TypeError(
+            f"DriverCalls: {what} must be a status code (the binding's enum value or an int), "
+            f"not {type(code).__qualname__} {bounded_repr(code)}"
+        )
+    return operator.index(code)
+
+
 def _call_name(fn: Callable[..., Any]) -> str:
     return str(getattr(fn, "__name__", fn))
 
@@ -293,9 +322,15 @@ def ms_to_ns(ms: float) -> int:
 
     Rounding, not truncation: the float is the driver's integer tick count divided into
     milliseconds, so a reading such as 1.5 us arrives as 0.0014999999 ms; truncating would bias
-    every such reading one nanosecond low.
+    every such reading one nanosecond low. Raises :class:`TypeError` for a value that is not
+    a number (a ``str`` included), :class:`ValueError` for one that is not finite or whose
+    nanoseconds are not.
     """
-    return round(ms * 1_000_000)
+    unit = "milliseconds"
+    ns = (ms if type(ms) is float else check_real(ms, "ms_to_ns: ms", unit=unit)) * 1_000_000
+    if not math.isfinite(ns):
+        raise ValueError(f"ms_to_ns: ms must be a finite number of {unit}, got {bounded_repr(ms)}")
+    return round(ns)
 
 
 # -- host functions -------------------------------------------------------------------------
@@ -344,8 +379,15 @@ def launch_host_func(
     ``eventapi`` logger, never propagated into the driver's thread. Launch only into a stream
     that is not capturing a graph (:class:`~eventapi.driverkit.HostFuncMixin` checks): a
     captured launch would run on the graph's first replay only, and be held forever when the
-    graph is never launched.
+    graph is never launched. Raises :class:`TypeError`, before anything is enqueued, when
+    ``fn`` or ``enqueue`` is not callable.
     """
+    for what, value in (("fn", fn), ("enqueue", enqueue)):
+        if not callable(value):
+            raise TypeError(
+                f"launch_host_func: {what} must be callable, not {type(value).__qualname__} "
+                f"{bounded_repr(value)}"
+            )
     address = _trampoline()
     key = next(_keys)
     with _pending_lock:
@@ -400,8 +442,18 @@ def foreign_stream_handle(
     is read as the unsigned 64-bit pointer it is: an exporter that keeps it in a signed C
     integer (cuda.core does) gives a handle with the top bit set as a negative ``int``, which
     means the same pointer. An object whose protocol method raises is refused with
-    :class:`~eventapi.EventStateError` naming the cause.
+    :class:`~eventapi.EventStateError` naming the cause. Raises :class:`TypeError` when
+    ``protocols`` is a single name (or not names) or ``native`` not a tuple of types.
     """
+    if isinstance(protocols, str) or not all(isinstance(name, str) for name in protocols):
+        raise TypeError(
+            f"foreign_stream_handle: protocols must be a sequence of attribute names (a tuple "
+            f"of str), not {bounded_repr(protocols)}"
+        )
+    if not isinstance(native, tuple) or not all(isinstance(kind, type) for kind in native):
+        raise TypeError(
+            f"foreign_stream_handle: native must be a tuple of types, not {bounded_repr(native)}"
+        )
     if isinstance(stream, bool):
         return None
     if isinstance(stream, int):
@@ -417,7 +469,8 @@ def foreign_stream_handle(
             value = attr() if callable(attr) else attr
         except Exception as exc:
             raise EventStateError(
-                f"{backend}: {name}() of {stream!r} raised {exc!r}; pass a live stream"
+                f"{backend}: {name}() of {bounded_repr(stream)} raised {bounded_repr(exc)}; "
+                "pass a live stream"
             ) from exc
         if (
             isinstance(value, tuple)

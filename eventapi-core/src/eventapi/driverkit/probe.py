@@ -21,18 +21,28 @@ if TYPE_CHECKING:
 __all__ = ["c_int_out", "installed_version", "open_driver_library"]
 
 
+# Linux's PATH_MAX, the terminating NUL included. The dynamic loader copies a name onto the
+# stack: a name of megabytes crashes the process (SIGSEGV) instead of failing to load.
+_NAME_MAX = 4096
+
+
 def open_driver_library(names: Sequence[str | bytes]) -> ctypes.CDLL | None:
     """The first of ``names`` that is already mapped into the process or can be loaded.
 
     A library preloaded (``LD_PRELOAD``) or loaded by another package is found by its soname
     without a search, which ``ctypes.util.find_library`` would miss; otherwise a real
     ``dlopen`` is tried, which is what the binding will do next anyway.
+
+    ``names`` is a sequence of sonames or paths (``str``, ``bytes`` or ``os.PathLike``): one
+    name given alone raises :class:`TypeError` (its characters would be tried as names), and
+    so does an element of another type; an empty name, one holding a NUL character or one
+    longer than a path can be raises :class:`ValueError`. Each is checked before any is loaded.
     """
     import ctypes
 
+    paths = [_library_name(name, index) for index, name in enumerate(_name_list(names))]
     noload = getattr(os, "RTLD_NOLOAD", 0)
-    for name in names:
-        path = os.fsdecode(name)
+    for path in paths:
         if noload:
             try:
                 return ctypes.CDLL(path, mode=noload | ctypes.RTLD_GLOBAL)
@@ -45,13 +55,67 @@ def open_driver_library(names: Sequence[str | bytes]) -> ctypes.CDLL | None:
     return None
 
 
+def _name_list(names: object) -> Sequence[object]:
+    from .._arguments import bounded_repr
+
+    if isinstance(names, str | bytes | os.PathLike):
+        raise TypeError(
+            f"open_driver_library: names must be a sequence of library names, not a single "
+            f"{type(names).__name__}: pass [{bounded_repr(names)}]"
+        )
+    if not isinstance(names, Sequence):
+        raise TypeError(
+            f"open_driver_library: names must be a sequence of library names (a list of str), "
+            f"not {type(names).__qualname__} {bounded_repr(names)}"
+        )
+    return names
+
+
+def _library_name(name: object, index: int) -> str:
+    from .._arguments import bounded_repr
+
+    if not isinstance(name, str | bytes | os.PathLike):
+        raise TypeError(
+            f"open_driver_library: names[{index}] must be a str, bytes or os.PathLike, not "
+            f"{type(name).__qualname__} {bounded_repr(name)}"
+        )
+    path = os.fsdecode(name)
+    if not path:
+        # dlopen("") answers with the main program, which is no driver library.
+        raise ValueError(f"open_driver_library: names[{index}] is empty; pass a library's name")
+    if len(path) >= _NAME_MAX:
+        raise ValueError(
+            f"open_driver_library: names[{index}] is {len(path):,} characters long "
+            f"({bounded_repr(path)}); a library's path holds at most {_NAME_MAX - 1} bytes"
+        )
+    if "\0" in path:
+        raise ValueError(
+            f"open_driver_library: names[{index}] holds a NUL character ({bounded_repr(path)})"
+        )
+    return path
+
+
 def c_int_out(library: ctypes.CDLL, function: str) -> tuple[int, int]:
     """Call ``status function(int *out)`` through ctypes; return ``(status, out)``.
 
-    A symbol the library lacks gives status -1.
+    A symbol the library lacks gives status -1. Raises :class:`TypeError` when ``library`` is
+    not a :class:`ctypes.CDLL` (what :func:`open_driver_library` returns) or ``function`` not
+    a ``str``.
     """
     import ctypes
 
+    from .._arguments import bounded_repr
+
+    if not isinstance(library, ctypes.CDLL):
+        raise TypeError(
+            f"c_int_out: library must be a ctypes.CDLL (open_driver_library returns one), not "
+            f"{type(library).__qualname__} {bounded_repr(library)}"
+        )
+    if not isinstance(function, str):
+        raise TypeError(
+            f"c_int_out: function must be the symbol's name as a str, not "
+            f"{type(function).__qualname__} {bounded_repr(function)}"
+        )
     fn = getattr(library, function, None)
     if fn is None:
         return -1, 0
@@ -65,8 +129,17 @@ def installed_version(distribution: str) -> str | None:
     """The version of the installed ``distribution``, or None when it is not installed.
 
     What ``importlib.metadata.version`` answers, read from the header of its metadata.
+    Raises :class:`TypeError` when ``distribution`` is not a ``str``.
     """
     import importlib.metadata
+
+    from .._arguments import bounded_repr
+
+    if not isinstance(distribution, str):
+        raise TypeError(
+            f"installed_version: distribution must be a distribution's name as a str, not "
+            f"{type(distribution).__qualname__} {bounded_repr(distribution)}"
+        )
 
     try:
         dist = importlib.metadata.distribution(distribution)
