@@ -22,6 +22,7 @@ from typing import Any
 import child
 import pytest
 
+import eventapi
 from eventapi import EventStateError, Span
 from eventapi.driverkit import (
     DriverCalls,
@@ -384,6 +385,49 @@ CASES = [
         TypeError,
         "describe must be a callable",
     ),
+    # eventapi.host
+    case(
+        "stream_synchronize",
+        "stream-deep",
+        lambda s: s.host.stream_synchronize(DEEP),
+        EventStateError,
+        "not a stream this backend can use",
+    ),
+    case(
+        "stream_launch_host_func",
+        "fn-deep",
+        lambda s: s.host.stream_launch_host_func(s.stream, DEEP),  # type: ignore[arg-type]
+        TypeError,
+        "needs a callable",
+    ),
+    case(
+        "inject_fault",
+        "method-deep",
+        lambda s: s.host.inject_fault(DEEP),  # type: ignore[arg-type]
+        TypeError,
+        "method must be a method's name as a str",
+    ),
+    case(
+        "inject_fault",
+        "method-huge",
+        lambda s: s.host.inject_fault(HUGE),
+        ValueError,
+        "is not a protocol method",
+    ),
+    case(
+        "inject_fault",
+        "count-float",
+        lambda s: s.host.inject_fault("event_create", count=1.5),  # type: ignore[arg-type]
+        TypeError,
+        "count must be an int",
+    ),
+    case(
+        "inject_fault",
+        "count-decimal-nan",
+        lambda s: s.host.inject_fault("event_create", count=NAN),  # type: ignore[arg-type]
+        TypeError,
+        "count must be an int",
+    ),
 ]
 
 
@@ -426,3 +470,29 @@ def test_a_library_name_longer_than_a_path_is_refused_before_the_loader_sees_it(
     )
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert "names[0] is 10,000,000 characters long" in json.loads(done.stdout), done.stdout
+
+
+def test_a_fault_count_of_any_size_costs_one_entry(
+    host: HostBackend, host_stream: Stream[Any]
+) -> None:
+    # The count was a list of that many entries: 10**9 faults would have asked for 8 GB, and
+    # 10**30 raised OverflowError.
+    host.inject_fault("stream_synchronize", count=10**30)
+    for _ in range(3):
+        with pytest.raises(eventapi.DriverError, match="INJECTED_FAULT"):
+            host.stream_synchronize(host_stream)
+    # Runs of faults still come in the order they were injected, each as many times as asked.
+    custom = eventapi.DriverError("host", "event_destroy", 1, "CUSTOM", "injected here")
+    host.inject_fault("event_destroy", count=2)
+    host.inject_fault("event_destroy", error=custom)
+    assert [_destroy_fault(host) for _ in range(4)] == ["INJECTED_FAULT"] * 2 + ["CUSTOM", None]
+
+
+def _destroy_fault(host: HostBackend) -> str | None:
+    # A destroy that fails still releases the event: which error it raised, if any.
+    event = host.event_create()
+    try:
+        host.event_destroy(event)
+    except eventapi.DriverError as exc:
+        return exc.name
+    return None

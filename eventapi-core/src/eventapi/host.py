@@ -70,6 +70,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, final
 
+from ._arguments import bounded_repr, check_int
 from ._errors import CaptureError, DriverError, EventStateError
 from ._protocol import CAPABILITY_METHODS, PROTOCOL_METHODS
 from .driverkit import CaptureCheckMixin, Event, EventQueryMixin, HostFuncMixin, Stream
@@ -287,6 +288,17 @@ def _error(
     return DriverError("host", call, code, name, message, not_ready=not_ready)
 
 
+@final
+class _FaultRun:
+    """``left`` more calls of one method fail with ``error`` (None: the default error)."""
+
+    __slots__ = ("error", "left")
+
+    def __init__(self, error: DriverError | None, left: int) -> None:
+        self.error = error
+        self.left = left
+
+
 def _latest(event: _HostEvent, call: str) -> _Record:
     record = event.latest
     if record is None:  # DriverBackend refuses never-recorded events before this
@@ -330,8 +342,9 @@ class HostBackend(
 
     def __init__(self) -> None:
         super().__init__()
-        # method name -> pending faults (None: the default error); guarded by _faults_lock.
-        self._faults: dict[str, deque[DriverError | None]] = {}
+        # method name -> runs of pending faults, one per inject_fault call, whatever its count.
+        # Guarded by _faults_lock.
+        self._faults: dict[str, deque[_FaultRun]] = {}
         self._faults_lock = threading.Lock()
 
     @property
@@ -357,19 +370,25 @@ class HostBackend(
         :class:`~eventapi.EventStateError` does not consume a fault. ``error`` is raised (a
         copy of it, each time) instead of the default ``INJECTED_FAULT`` (999) error. Faults
         add up: a second call queues more. Raises :class:`ValueError` for a name that is not
-        one of the twelve protocol and capability methods, or a ``count`` below 1.
+        one of the twelve protocol and capability methods, or a ``count`` below 1;
+        :class:`TypeError` for a ``method`` that is not a ``str``, a ``count`` that is not an
+        ``int`` or an ``error`` that is not a :class:`~eventapi.DriverError`.
         """
+        if not isinstance(method, str):
+            raise TypeError(
+                f"inject_fault: method must be a method's name as a str, not "
+                f"{type(method).__qualname__} {bounded_repr(method)}"
+            )
         if method not in _FAULTABLE:
             raise ValueError(
-                f"inject_fault: {method!r} is not a protocol method of the host backend; "
-                f"use one of: {', '.join(_FAULTABLE)}"
+                f"inject_fault: {bounded_repr(method)} is not a protocol method of the host "
+                f"backend; use one of: {', '.join(_FAULTABLE)}"
             )
-        if count < 1:
-            raise ValueError(f"inject_fault: count must be at least 1, got {count}")
+        count = check_int(count, "inject_fault: count", minimum=1)
         if error is not None and not isinstance(error, DriverError):
-            raise TypeError(f"inject_fault: error must be a DriverError, got {error!r}")
+            raise TypeError(f"inject_fault: error must be a DriverError, got {bounded_repr(error)}")
         with self._faults_lock:
-            self._faults.setdefault(method, deque()).extend([error] * count)
+            self._faults.setdefault(method, deque()).append(_FaultRun(error, count))
 
     def begin_capture(self, stream: Stream[_Worker] | object) -> None:
         """Start a simulated graph capture on ``stream``.
@@ -435,9 +454,13 @@ class HostBackend(
             pending = self._faults.get(method)
             if not pending:
                 return
-            error = pending.popleft()
-            if not pending:
-                del self._faults[method]
+            run = pending[0]
+            error = run.error
+            run.left -= 1
+            if not run.left:
+                pending.popleft()
+                if not pending:
+                    del self._faults[method]
         if error is None:
             raise _error(
                 method,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 
+from .._arguments import bounded_repr
 from .._errors import CaptureError, DriverError, EventStateError
 from ._handles import NO_RAW as _NO_RAW
 from ._handles import OWED, RE, RELEASED, RS, Event, LiveHandles, Stream, _Handle
@@ -578,8 +579,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 "take another device's event. Make the call on the handle's own backend object"
             )
         raise EventStateError(
-            f"{self.BACKEND}: {call} refused {handle!r}: not {what} of this {self.BACKEND} "
-            f"backend object; pass {what} created by the same backend object "
+            f"{self.BACKEND}: {call} refused {bounded_repr(handle)}: not {what} of this "
+            f"{self.BACKEND} backend object; pass {what} created by the same backend object "
             f"(eventapi.backend(...) returns one per device)"
         )
 
@@ -601,8 +602,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
         raw = self._adopt_stream(stream)
         if raw is None:
             raise EventStateError(
-                f"{self.BACKEND}: {call} refused {stream!r}: not a stream this backend can use; "
-                "pass one from stream_create_non_blocking() or adopt_stream()"
+                f"{self.BACKEND}: {call} refused {bounded_repr(stream)}: not a stream this "
+                "backend can use; pass one from stream_create_non_blocking() or adopt_stream()"
             )
         return Stream(raw, self, owned=False)
 
@@ -877,7 +878,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         the graph is never launched.
         """
         if not callable(fn):
-            raise TypeError(f"stream_launch_host_func needs a callable, got {fn!r}")
+            raise TypeError(f"stream_launch_host_func needs a callable, got {bounded_repr(fn)}")
         handle = self._stream(stream, "stream_launch_host_func")
         raw = self._enter(handle, "stream_launch_host_func")
         try:
