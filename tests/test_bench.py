@@ -191,6 +191,8 @@ def test_bad_budgets_and_a_failing_fn_leave_nothing_behind(host: HostBackend) ->
     with pytest.raises(ValueError, match="rep_ms > 0"):
         eventapi.bench(launch(host, 0), api=host, rep_ms=0)
     with pytest.raises(ValueError, match="warmup_ms >= 0"):
+        eventapi.bench(launch(host, 0), api=host, warmup_ms=-1)
+    with pytest.raises(ValueError, match="warmup_ms must be a finite number"):
         eventapi.bench(launch(host, 0), api=host, warmup_ms=float("nan"))
     with pytest.raises(ValueError, match="noise_target >= 0"):
         eventapi.bench(launch(host, 0), api=host, noise_target=-1)

@@ -5,13 +5,14 @@ A value of the wrong type, a non-finite or absurd number, or a hostile structure
 with the exception type the rest of the surface raises and a message that names the argument
 and shows the value cut short: never an AttributeError from inside, a RecursionError or a
 MemoryError while the message is built, a ``decimal.InvalidOperation``, nor silent acceptance.
-One table for the calls.
+One table for the calls, one for the command lines' numeric options.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +68,13 @@ class Scene:
     def sink(self) -> Callable[[Span], None]:
         return TraceWriter(self.path).sink(self.host)
 
+    def result(self) -> Any:  # what eventapi.bench returns
+        return eventapi.bench(_enqueue, api=self.host, stream=self.stream, warmup_ms=0, rep_ms=1)
+
+
+def _enqueue(stream: object) -> None:
+    pass
+
 
 def _span(**fields: object) -> Span:
     values: dict[str, Any] = {
@@ -91,6 +99,12 @@ def _calls(**fields: object) -> DriverCalls:
     }
     arguments.update(fields)
     return DriverCalls("toy", **arguments)
+
+
+def _bench(scene: Scene, fn: object = _enqueue, **options: object) -> object:
+    arguments: dict[str, Any] = {"api": scene.host, "stream": scene.stream, "rep_ms": 1}
+    arguments.update(options)
+    return eventapi.bench(fn, **arguments)  # type: ignore[arg-type]
 
 
 def _libc() -> ctypes.CDLL:
@@ -428,6 +442,109 @@ CASES = [
         TypeError,
         "count must be an int",
     ),
+    # eventapi.bench and its result
+    case("bench", "fn-float", lambda s: _bench(s, 1.5), TypeError, "fn must be callable"),
+    case(
+        "bench", "setup-float", lambda s: _bench(s, setup=1.5), TypeError, "setup must be callable"
+    ),
+    case(
+        "bench",
+        "api-float",
+        lambda s: _bench(s, api=1.5),
+        TypeError,
+        "bench(api=...) needs a backend object",
+    ),
+    case(
+        "bench",
+        "api-deep",
+        lambda s: _bench(s, api=DEEP),
+        TypeError,
+        "bench(api=...) needs a backend object",
+    ),
+    case(
+        "bench",
+        "warmup_ms-str",
+        lambda s: _bench(s, warmup_ms="x"),
+        TypeError,
+        "warmup_ms must be a number of milliseconds",
+    ),
+    case(
+        "bench",
+        "warmup_ms-decimal-nan",
+        lambda s: _bench(s, warmup_ms=NAN),
+        ValueError,
+        "warmup_ms must be a finite number",
+    ),
+    case(
+        "bench",
+        "rep_ms-inf",
+        lambda s: _bench(s, rep_ms=float("inf")),
+        ValueError,
+        "rep_ms must be a finite number",
+    ),
+    case(
+        "bench",
+        "rep_ms-bool",
+        lambda s: _bench(s, rep_ms=True),
+        TypeError,
+        "rep_ms must be a number of milliseconds, not bool",
+    ),
+    case(
+        "bench",
+        "noise_target-decimal-nan",
+        lambda s: _bench(s, noise_target=NAN),
+        ValueError,
+        "noise_target must be a finite number",
+    ),
+    case(
+        "bench",
+        "min_n-nan",
+        lambda s: _bench(s, min_n=float("nan")),
+        TypeError,
+        "min_n must be an int",
+    ),
+    case(
+        "bench",
+        "min_n-decimal-nan",
+        lambda s: _bench(s, min_n=NAN),
+        TypeError,
+        "min_n must be an int",
+    ),
+    case(
+        "bench",
+        "calls_per_window-float",
+        lambda s: _bench(s, calls_per_window=1.5),
+        TypeError,
+        "calls_per_window must be an int",
+    ),
+    case(
+        "bench",
+        "hold_stream-str",
+        lambda s: _bench(s, hold_stream="no"),
+        TypeError,
+        "hold_stream must be True or False",
+    ),
+    case(
+        "BenchResult.quantile",
+        "q-decimal-nan",
+        lambda s: s.result().quantile(NAN),
+        ValueError,
+        "q must be a finite number",
+    ),
+    case(
+        "BenchResult.quantile",
+        "q-str",
+        lambda s: s.result().quantile("x"),
+        TypeError,
+        "q must be a number",
+    ),
+    case(
+        "BenchResult.compare",
+        "other-float",
+        lambda s: s.result().compare(1.5),
+        TypeError,
+        "other must be a BenchResult",
+    ),
 ]
 
 
@@ -496,3 +613,19 @@ def _destroy_fault(host: HostBackend) -> str | None:
     except eventapi.DriverError as exc:
         return exc.name
     return None
+
+
+# -- command lines ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--warmup-ms", "nan"), ("--rep-ms", "inf"), ("--noise-target", "nan")],
+)
+def test_eventapi_bench_refuses_a_number_that_is_not_finite_naming_the_option(
+    option: str, value: str
+) -> None:
+    done = child.command([sys.executable, "-m", "eventapi", "bench", "builtins:id", option, value])
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"argument {option}: " in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Final, Literal, final
 
+from .._arguments import bounded_repr, check_real
 from .._ranks import nearest_rank
 from ._stats import CONFIDENCE, MIN_N, median_interval
 
@@ -116,13 +117,26 @@ class BenchResult:
         return self.noise_ns / self.median_ns if self.median_ns > 0 else math.inf
 
     def quantile(self, q: float) -> int:
-        """The reading at quantile ``q`` (0 to 1), nearest rank. ValueError outside [0, 1]."""
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"a quantile lies in [0, 1], got {q!r}")
-        return nearest_rank(self._sorted, q)
+        """The reading at quantile ``q`` (0 to 1), nearest rank.
+
+        Raises :class:`ValueError` outside [0, 1] (NaN included), :class:`TypeError` for a
+        ``q`` that is not a number.
+        """
+        number = check_real(q, "quantile: q")
+        if not 0.0 <= number <= 1.0:
+            raise ValueError(f"a quantile lies in [0, 1], got {bounded_repr(q)}")
+        return nearest_rank(self._sorted, number)
 
     def compare(self, other: BenchResult) -> Comparison:
-        """This result's median time over ``other``'s, with its 95 % interval."""
+        """This result's median time over ``other``'s, with its 95 % interval.
+
+        Raises :class:`TypeError` when ``other`` is not a :class:`BenchResult`.
+        """
+        if not isinstance(other, BenchResult):
+            raise TypeError(
+                f"compare: other must be a BenchResult (what eventapi.bench returns), not "
+                f"{type(other).__qualname__} {bounded_repr(other)}"
+            )
         mine = _bounds(self)
         theirs = _bounds(other)
         ratio = self.median_ns / other.median_ns if other.median_ns > 0 else math.inf

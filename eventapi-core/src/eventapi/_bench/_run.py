@@ -33,13 +33,15 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final, final
 
+from .._arguments import bounded_repr, check_bool, check_int, check_real
 from .._errors import CaptureError, UnsupportedError
 from .._profiling._anchor import TIMER_RESOLUTION_NS
 from .._profiling._profiler import EventProfiler
 from .._profiling._span import Span
-from .._protocol import EventApi, SupportsHostFunc
+from .._protocol import EventApi, SupportsHostFunc, capabilities_of
 from .._ranks import nearest_rank
 from ._result import BenchResult, StoppedBy, duration_text, summarize
 from ._stats import MIN_N, median_interval, trend
@@ -309,36 +311,73 @@ def _per_call(values: list[int], calls: int) -> list[int]:
     return [(v + half) // calls for v in values]
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class _Arguments:
+    """bench's numbers and flags, checked and converted: plain floats, ints and a bool."""
+
+    warmup_ms: float
+    rep_ms: float
+    noise_target: float
+    min_n: int
+    calls_per_window: int | None
+    hold_stream: bool
+
+
 def _check_arguments(
-    warmup_ms: float,
-    rep_ms: float,
-    noise_target: float,
-    min_n: int,
-    calls_per_window: int | None,
+    fn: object,
+    warmup_ms: object,
+    rep_ms: object,
+    noise_target: object,
+    min_n: object,
+    calls_per_window: object,
     setup: object,
-) -> None:
-    if not (warmup_ms >= 0.0 and rep_ms > 0.0):
+    hold_stream: object,
+) -> _Arguments:
+    for what, value in (("fn", fn), ("setup", setup)):
+        if not callable(value) and (what == "fn" or value is not None):
+            raise TypeError(
+                f"bench: {what} must be callable (it is called as {what}(stream)), not "
+                f"{type(value).__qualname__} {bounded_repr(value)}"
+            )
+    checked = _Arguments(
+        warmup_ms=check_real(warmup_ms, "bench: warmup_ms", unit="milliseconds"),
+        rep_ms=check_real(rep_ms, "bench: rep_ms", unit="milliseconds"),
+        noise_target=check_real(noise_target, "bench: noise_target"),
+        min_n=check_int(min_n, "bench: min_n"),
+        calls_per_window=(
+            None
+            if calls_per_window is None
+            else check_int(calls_per_window, "bench: calls_per_window")
+        ),
+        hold_stream=check_bool(hold_stream, "bench: hold_stream"),
+    )
+    if not (checked.warmup_ms >= 0.0 and checked.rep_ms > 0.0):
         raise ValueError(
-            f"bench needs warmup_ms >= 0 and rep_ms > 0 (milliseconds), got {warmup_ms!r} and "
-            f"{rep_ms!r}"
+            f"bench needs warmup_ms >= 0 and rep_ms > 0 (milliseconds), got "
+            f"{bounded_repr(warmup_ms)} and {bounded_repr(rep_ms)}"
         )
-    if not noise_target >= 0.0:
+    if not checked.noise_target >= 0.0:
         raise ValueError(
-            f"bench needs noise_target >= 0 (a fraction: 0.01 is 1 %), got {noise_target!r}"
+            f"bench needs noise_target >= 0 (a fraction: 0.01 is 1 %), got "
+            f"{bounded_repr(noise_target)}"
         )
-    if min_n < MIN_N:
+    if checked.min_n < MIN_N:
         raise ValueError(
             f"bench needs min_n >= {MIN_N}: below that no 95 % interval of the median exists, "
-            f"got {min_n!r}"
+            f"got {bounded_repr(checked.min_n)}"
         )
-    if calls_per_window is not None:
-        if calls_per_window < 1:
-            raise ValueError(f"calls_per_window must be >= 1, got {calls_per_window!r}")
-        if calls_per_window > 1 and setup is not None:
+    if checked.calls_per_window is not None:
+        if checked.calls_per_window < 1:
+            raise ValueError(
+                f"calls_per_window must be >= 1, got {bounded_repr(checked.calls_per_window)}"
+            )
+        if checked.calls_per_window > 1 and setup is not None:
             raise ValueError(
                 "bench: setup runs before every call outside its window, and batch mode puts "
                 f"{calls_per_window} calls in one window; pass calls_per_window=1 or no setup"
             )
+    return checked
 
 
 def bench(
@@ -380,19 +419,29 @@ def bench(
     estimate (at most nine windows; held, a probing call, eight held windows and 32 empty
     ones more), unless one window alone is longer than that.
 
-    Blocks the calling thread. Returns a :class:`BenchResult`. Raises :class:`ValueError` for
-    a bad budget or option, or when ``hold_stream`` is given an ``fn`` that waits for its own
-    stream (found in one probing call, within a second; never a hang);
+    Blocks the calling thread. Returns a :class:`BenchResult`. Raises :class:`TypeError` for an
+    argument of the wrong type (a budget that is not a number, a count that is not an ``int``,
+    a ``hold_stream`` that is not a ``bool``, an ``fn`` or ``setup`` that is not callable, an
+    ``api`` that is not a backend object); :class:`ValueError` for a bad budget or option (a
+    NaN or infinite one included), or when ``hold_stream`` is given an ``fn`` that waits for
+    its own stream (found in one probing call, within a second; never a hang);
     :class:`~eventapi.UnsupportedError` for ``hold_stream`` on a backend without host
     functions; :class:`~eventapi.CaptureError` on a capturing stream. Whatever ``fn`` or
     ``setup`` raise, and :class:`~eventapi.DriverError`, propagate after the profiler and the
     stream it made were released.
     """
-    _check_arguments(warmup_ms, rep_ms, noise_target, min_n, calls_per_window, setup)
+    checked = _check_arguments(
+        fn, warmup_ms, rep_ms, noise_target, min_n, calls_per_window, setup, hold_stream
+    )
+    warmup_ms, rep_ms, noise_target = checked.warmup_ms, checked.rep_ms, checked.noise_target
+    min_n, calls_per_window = checked.min_n, checked.calls_per_window
+    hold_stream = checked.hold_stream
     if api is None:
         from .._plugins._selection import backend
 
         api = backend()
+    else:
+        capabilities_of(api, "bench(api=...)")  # TypeError for a non-backend
     if hold_stream and not isinstance(api, SupportsHostFunc):
         raise UnsupportedError(
             f"bench(hold_stream=True) needs a backend with host functions (SupportsHostFunc); "

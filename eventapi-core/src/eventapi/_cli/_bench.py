@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -32,10 +33,10 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--backend", metavar="NAME", help="backend as NAME or NAME:DEVICE")
     bench.add_argument("--json", action="store_true", help="print the result as JSON")
     bench.add_argument("--setup", metavar="module:function", help="run before every call")
-    bench.add_argument("--warmup-ms", type=float, default=25.0, help="warm-up cap (ms)")
-    bench.add_argument("--rep-ms", type=float, default=100.0, help="timed calls' cap (ms)")
+    bench.add_argument("--warmup-ms", type=_finite, default=25.0, help="warm-up cap (ms)")
+    bench.add_argument("--rep-ms", type=_finite, default=100.0, help="timed calls' cap (ms)")
     bench.add_argument(
-        "--noise-target", type=float, default=0.01, help="stop at this relative noise"
+        "--noise-target", type=_finite, default=0.01, help="stop at this relative noise"
     )
     bench.add_argument("--min-n", type=int, default=10, help="readings before stopping early")
     bench.add_argument(
@@ -46,6 +47,18 @@ def add_bench_parser(commands: Any) -> None:
         action="store_true",
         help="hold the stream until each batch is enqueued (calls run back to back)",
     )
+
+
+def _finite(text: str) -> float:
+    # float() also reads "nan" and "inf", which no budget or fraction can be: refused as a
+    # usage error naming the option, as argparse refuses a word.
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
 
 
 def _load(target: str) -> Callable[[Any], object]:
