@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import final
 
 from . import _discovery, _selection
+from ._plugin import check_spec
 from ._spec import BackendSpec, hookimpl
 
 __all__ = ["register_backend", "unregister_backend"]
@@ -61,7 +62,7 @@ def register_backend(spec: BackendSpec) -> None:
         raise TypeError(
             f"register_backend() takes an eventapi.BackendSpec, got {type(spec).__name__}"
         )
-    _discovery.check_spec(spec)
+    check_spec(spec)
     _discovery.register(_SpecPlugin(spec), spec.name, distribution=REGISTERED_IN_CODE)
     _selection.forget(spec.name)
 

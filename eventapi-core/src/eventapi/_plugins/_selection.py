@@ -35,13 +35,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 from .._errors import BackendError, BackendNotFoundError, BackendUnavailableError
 from .._protocol import PROTOCOL_METHODS
 from . import _discovery
-from ._discovery import (
-    ENV_DISABLE_AUTOLOAD,
-    ENV_DISABLE_PLUGINS,
-    KNOWN_HINTS,
-    _describe,
-    _normalize,
-)
+from ._discovery import ENV_DISABLE_AUTOLOAD, ENV_DISABLE_PLUGINS
+from ._plugin import KNOWN_HINTS, describe, normalize
 from ._spec import ENTRY_POINT_GROUP, NAME_PATTERN, RESERVED_NAMES, BackendInfo, BackendSpec
 
 if TYPE_CHECKING:
@@ -280,7 +275,7 @@ def _impostor(row: BackendInfo) -> bool:
     # A reserved name claimed by another distribution: never selectable under that name, so
     # not a backend the user would have had.
     owner = RESERVED_NAMES.get(row.name)
-    return owner is not None and _normalize(row.distribution) != owner
+    return owner is not None and normalize(row.distribution) != owner
 
 
 def _passed_over_message(chosen: str, over: Sequence[BackendInfo]) -> str:
@@ -407,7 +402,7 @@ def _load(spec: BackendSpec, device: int | None) -> Any:
     except BackendError:
         raise  # the plugin already said what is wrong, in eventapi's own terms
     except Exception as exc:
-        raise BackendUnavailableError(f"backend {what!r} failed to load: {_describe(exc)}") from exc
+        raise BackendUnavailableError(f"backend {what!r} failed to load: {describe(exc)}") from exc
     except SystemExit as exc:
         # A plugin must not end the program it was loaded into; its caller decides that.
         raise BackendError(

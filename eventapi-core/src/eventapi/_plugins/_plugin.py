@@ -1,0 +1,315 @@
+"""One plugin: where it comes from, and what running its light code yields.
+
+A plugin is a module of pluggy hook implementations that claims one backend name: an entry
+point of the group ``eventapi.backends``, a plugin registered in code, or the core's own
+``host``. Running it means importing it, calling its ``eventapi_backends`` hook alone, checking
+the one :class:`~eventapi.BackendSpec` it must yield and calling its probe (:func:`resolve`);
+what comes out is its row. Discovery runs this on a thread of its own
+(:mod:`eventapi._plugins._discovery`), the quarantine in a separate process
+(:mod:`eventapi._plugins._alone`).
+
+The plugin's own code may raise anything, ``SystemExit`` and ``KeyboardInterrupt`` included:
+each is the plugin's failure, reported in its row, never raised into the caller.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Final, NamedTuple, final
+
+import pluggy
+
+from .._logger import logger
+from .._metadata import name_and_version
+from ._spec import (
+    NAME_PATTERN,
+    PLUGIN_API,
+    PROJECT,
+    RESERVED_NAMES,
+    BackendInfo,
+    BackendSpec,
+    _Hooks,
+)
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+__all__ = [
+    "KNOWN_HINTS",
+    "Advance",
+    "Entry",
+    "Plugin",
+    "broken",
+    "check_name",
+    "check_spec",
+    "describe",
+    "from_entry_point",
+    "host_plugin",
+    "normalize",
+    "resolve",
+    "row",
+]
+
+# Backends this project publishes, so that a missing one is answered with the command that
+# installs it rather than only "not found".
+KNOWN_HINTS: Final = {
+    "cuda": 'pip install "eventapi-core[cuda]"',
+    "hip": 'pip install "eventapi-core[hip]"',
+}
+
+NAME_RE: Final = re.compile(NAME_PATTERN)
+
+
+# NamedTuples, not dataclasses: both are immutable values, and these cost a tenth as much to
+# define, which every process that lists backends pays (dataclasses exec generated code).
+class Plugin(NamedTuple):
+    """A plugin that claims a backend name, before its module is imported."""
+
+    name: str
+    distribution: str
+    version: str
+    # The entry point's value ("pkg.module" or "pkg.module:attr"), or what was registered.
+    target: str
+    load_plugin: Callable[[], object]
+    # This package's own host plugin: runs inline, unguarded, on the caller's thread.
+    embedded: bool = False
+    # Registered in code (register), not found through an entry point.
+    in_code: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.distribution} {self.version}".strip()
+
+    @property
+    def installed(self) -> bool:
+        """Found through an entry point: what the quarantine guards, and can run elsewhere."""
+        return not (self.embedded or self.in_code)
+
+
+class Entry(NamedTuple):
+    """What discovery knows about one backend name: its rows, and the spec when it is sound."""
+
+    rows: tuple[BackendInfo, ...]
+    spec: BackendSpec | None
+    plugin: Plugin | None
+
+
+Advance = Callable[[str, "BackendSpec | None"], None]
+"""Told what the plugin runs now (a stage, for messages), and its spec once known."""
+
+
+@final
+class _BrokenPluginError(Exception):
+    """A plugin failed one of the checks; the message is the row's reason."""
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def normalize(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def row(
+    plugin: Plugin,
+    *,
+    status: str,
+    reason: str,
+    spec: BackendSpec | None = None,
+    priority: int | None = None,
+) -> BackendInfo:
+    if spec is not None:
+        priority = spec.priority if priority is None else priority
+        hint = spec.install_hint
+    else:
+        hint = KNOWN_HINTS.get(plugin.name, "")
+    return BackendInfo(
+        name=plugin.name,
+        distribution=plugin.distribution,
+        version=plugin.version,
+        priority=priority if priority is not None else 0,
+        status=status,
+        reason=reason,
+        install_hint=hint,
+    )
+
+
+def broken(
+    plugin: Plugin, reason: str, *, priority: int = 0, spec: BackendSpec | None = None
+) -> BackendInfo:
+    reason = " ".join(reason.split())
+    return row(plugin, status=f"broken: {reason}", reason=reason, spec=spec, priority=priority)
+
+
+def resolve(plugin: Plugin, advance: Advance) -> Entry:
+    """Import the plugin, call its hook, check the spec and run its probe: one entry.
+
+    On the calling thread; ``advance`` is told each stage as it starts.
+    """
+    spec: BackendSpec | None = None
+    try:
+        spec = _load_spec(plugin, advance)
+        advance("in its probe", spec)
+        reason = _probe(spec)
+    except _BrokenPluginError as exc:
+        logger().debug("backend %r (%s) is broken: %s", plugin.name, plugin.label, exc)
+        priority = spec.priority if spec is not None else 0
+        return Entry((broken(plugin, str(exc), priority=priority, spec=spec),), None, plugin)
+    if reason is None:
+        return Entry((row(plugin, spec=spec, status="ok", reason=""),), spec, plugin)
+    status = f"unavailable: {reason}"
+    return Entry((row(plugin, spec=spec, status=status, reason=reason),), spec, plugin)
+
+
+def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:
+    """Import the plugin, call its hook alone, and check what it yields."""
+    advance(f"importing {plugin.target}", None)
+    try:
+        module = plugin.load_plugin()
+    except BaseException as exc:  # the plugin's failure (module docstring)
+        logger().debug("importing %s failed", plugin.target, exc_info=True)
+        raise _BrokenPluginError(f"cannot import {plugin.target}: {describe(exc)}") from exc
+    advance("in its eventapi_backends hook", None)
+    # A manager of its own: pluggy's is not thread-safe, and only this plugin's hook must run.
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(_Hooks)
+    try:
+        pm.register(module, name=plugin.name)
+    except Exception as exc:
+        raise _BrokenPluginError(f"{plugin.target} is not a valid plugin: {describe(exc)}") from exc
+    if not pm.hook.eventapi_backends.get_hookimpls():
+        raise _BrokenPluginError(
+            f"{plugin.target} implements no eventapi_backends hook; define "
+            "`def eventapi_backends()` decorated with @eventapi.hookimpl"
+        )
+    try:
+        specs: list[object] = []
+        for result in pm.hook.eventapi_backends():
+            if not isinstance(result, Iterable) or isinstance(result, str | bytes):
+                raise _BrokenPluginError(
+                    f"eventapi_backends returned {result!r}; it must yield BackendSpec values"
+                )
+            specs.extend(result)
+    except _BrokenPluginError:
+        raise
+    except BaseException as exc:  # the plugin's failure (module docstring)
+        logger().debug("eventapi_backends of %s raised", plugin.target, exc_info=True)
+        raise _BrokenPluginError(f"eventapi_backends raised {describe(exc)}") from exc
+    return _check_specs(plugin, specs)
+
+
+def _probe(spec: BackendSpec) -> str | None:
+    try:
+        reason: object = spec.probe()
+    except BaseException as exc:  # the plugin's failure (module docstring)
+        logger().debug("probe of backend %r raised", spec.name, exc_info=True)
+        raise _BrokenPluginError(f"probe raised {describe(exc)}") from exc
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or not reason.strip():
+        raise _BrokenPluginError(
+            f"probe returned {reason!r}; it must return None or a one-line reason"
+        )
+    return " ".join(reason.split())
+
+
+def check_name(name: str) -> None:
+    """Raise ValueError unless ``name`` may be registered in code (a free, valid name)."""
+    if name in RESERVED_NAMES:
+        raise ValueError(
+            f"{name!r} is reserved for {RESERVED_NAMES[name]}, this project's own backend; "
+            "register the backend under another name"
+        )
+    if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
+        raise ValueError(
+            f"{name!r} is not a backend name (letters, digits, '_', '.', '-', starting with a "
+            "letter, digit or '_')"
+        )
+
+
+def check_spec(spec: BackendSpec) -> None:
+    """Raise ValueError unless ``spec`` is a sound BackendSpec, as discovery checks a plugin's."""
+    check_name(spec.name)
+    plugin = Plugin(spec.name, "(registered in code)", "", repr(spec.name), lambda: None)
+    try:
+        _check_specs(plugin, [spec])
+    except _BrokenPluginError as exc:
+        raise ValueError(f"BackendSpec {spec.name!r}: {exc}") from None
+
+
+def _check_specs(plugin: Plugin, specs: list[object]) -> BackendSpec:
+    name = plugin.name
+    if not specs:
+        raise _BrokenPluginError(
+            f"eventapi_backends yielded nothing; it must yield BackendSpec(name={name!r}, ...)"
+        )
+    for item in specs:
+        if not isinstance(item, BackendSpec):
+            raise _BrokenPluginError(
+                f"eventapi_backends yielded {item!r} ({type(item).__name__}), "
+                "not an eventapi.BackendSpec"
+            )
+    if len(specs) > 1:
+        raise _BrokenPluginError(
+            f"eventapi_backends yielded {len(specs)} BackendSpecs; an entry point declares "
+            "exactly one backend"
+        )
+    spec = specs[0]
+    assert isinstance(spec, BackendSpec)
+    if spec.name != name:
+        raise _BrokenPluginError(
+            f"entry point {name!r} yielded a BackendSpec named {spec.name!r}; the entry point "
+            "name and BackendSpec.name must be the same"
+        )
+    version: object = spec.api_version
+    if not (
+        isinstance(version, tuple)
+        and len(version) == 2
+        and all(isinstance(part, int) for part in version)
+    ):
+        raise _BrokenPluginError(f"api_version {version!r} is not a (major, minor) pair of ints")
+    major, minor = PLUGIN_API
+    if version[0] != major:
+        raise _BrokenPluginError(
+            f"built for plugin API {version[0]}.x, this eventapi-core speaks {major}.{minor}; "
+            f"install a version of {plugin.distribution} built for plugin API {major}.x "
+            "(or an eventapi-core that speaks its version)"
+        )
+    if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
+        raise _BrokenPluginError(f"priority {spec.priority!r} is not an int")
+    device: object = spec.default_device
+    if device is not None and (isinstance(device, bool) or not isinstance(device, int)):
+        raise _BrokenPluginError(f"default_device {device!r} is not None or a device index")
+    if isinstance(device, int) and device < 0:
+        raise _BrokenPluginError(f"default_device {device!r} is negative")
+    if not callable(spec.load) or not callable(spec.probe):
+        raise _BrokenPluginError("BackendSpec.load and BackendSpec.probe must be callables")
+    if not isinstance(spec.install_hint, str):
+        raise _BrokenPluginError(f"install_hint {spec.install_hint!r} is not a str")
+    return spec
+
+
+def from_entry_point(ep: EntryPoint) -> Plugin:
+    dist = ep.dist
+    distribution, version = ("?", "?") if dist is None else name_and_version(dist)
+    return Plugin(ep.name, distribution, version, ep.value, ep.load)
+
+
+def host_plugin() -> Plugin:
+    """The core's own ``host``: registered in code as well, so that autoload=off keeps it."""
+    # Imported here: eventapi/__init__.py defines __version__ after importing this module.
+    from .. import __version__
+
+    module = "eventapi._plugins._host"
+    return Plugin(
+        "host",
+        "eventapi-core",
+        __version__,
+        module,
+        lambda: importlib.import_module(module),
+        embedded=True,
+    )
