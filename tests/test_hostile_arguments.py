@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import sys
 import textwrap
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 
 import child
 import pytest
+from kit_run import KIT, run_pytest
 
 import eventapi
 from eventapi import EventStateError, Span
@@ -629,3 +631,21 @@ def test_eventapi_bench_refuses_a_number_that_is_not_finite_naming_the_option(
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"argument {option}: " in done.stderr, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "1e300"])
+def test_the_kit_refuses_a_timeout_it_cannot_wait_naming_the_option(
+    value: str, tmp_path: Path
+) -> None:
+    environ = {key: item for key, item in os.environ.items() if not key.startswith("PYTEST_")}
+    run = run_pytest(
+        *KIT,
+        "--eventapi-backend=host",
+        f"--eventapi-timeout={value}",
+        cwd=tmp_path,
+        env=environ,
+        timeout=child.TIMEOUT_S,
+    )
+    tail = run.output[-2000:]
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, tail
+    assert "--eventapi-timeout must be a number of seconds above 0" in run.output, tail

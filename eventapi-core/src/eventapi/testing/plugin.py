@@ -22,6 +22,8 @@ tests it skipped (:func:`summarize_skips`), instead of one line per test as ``-r
 from __future__ import annotations
 
 import fnmatch
+import math
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -77,6 +79,15 @@ def pytest_configure(config: pytest.Config) -> None:
     examples: int = config.getoption("eventapi_fuzz_examples")
     if examples < 1:
         raise pytest.UsageError(f"--eventapi-fuzz-examples must be at least 1, got {examples}")
+    # The kit joins threads with this timeout, and bounds a held stream by three of them: NaN,
+    # infinity or a value past what a thread's join takes would fail every test, or none.
+    timeout: float = config.getoption("eventapi_timeout")
+    longest = threading.TIMEOUT_MAX / 3
+    if not (math.isfinite(timeout) and 0 < timeout <= longest):
+        raise pytest.UsageError(
+            f"--eventapi-timeout must be a number of seconds above 0 and at most {longest:.3g}, "
+            f"got {timeout}"
+        )
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
