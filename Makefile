@@ -9,6 +9,8 @@
 #   make test-browser   the trace report and speedscope in headless Chromium
 #   make test-torch     a torch.distributed job writing one trace (installs torch into .venv)
 #   make test-matrix    the product's tests and the installs on the other CPythons, one by one
+#   make test-storm     Ctrl-C every millisecond or less for 20 s on cuda and on hip, while
+#                       threads record fences and windows: no driver handle left
 # make wheelhouse  fill build/wheelhouse with what the install tests install: the only download
 #               a test needs, made once; afterwards every test runs with PIP_NO_INDEX=1
 # make docs     build the documentation site into build/docs/html, warnings as errors; read it
@@ -28,7 +30,7 @@ EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
 .PHONY: all check test lint typecheck pytest conformance ci test-support test-installs \
-	test-browser test-torch test-matrix matrix-one wheelhouse fuzz soak \
+	test-browser test-torch test-matrix matrix-one test-storm wheelhouse fuzz soak \
 	emulated native bench docs dist clean
 
 all: test
@@ -109,7 +111,7 @@ typecheck: $(STAMP)
 
 # The tiers (docs/testing.md). `make test` runs the product's tests; each tier that only CI
 # needs is a marker (pyproject.toml) and a target below, run alone, one after another.
-TIERS   := support or installs or browser or torch
+TIERS   := support or installs or browser or torch or storm
 PRODUCT := not ($(TIERS))
 # PYTEST_FLAGS adds options (the other interpreters' runs turn the cache off: they share it).
 PYTEST_FLAGS ?=
@@ -142,7 +144,7 @@ test: lint typecheck docs pytest conformance
 
 # -- what only CI runs, after `make test` ----------------------------------------------------
 
-ci: test-support test-installs test-browser test-torch test-matrix
+ci: test-support test-installs test-browser test-torch test-matrix test-storm
 
 test-support: $(STAMP) emulated
 	$(PYTEST) -m support
@@ -183,8 +185,13 @@ test-matrix: $(STAMP) emulated
 
 # One interpreter of the matrix (tests/interpreters.sh calls it with VENV and PYTHON set).
 matrix-one: wheelhouse emulated
-	$(PYTEST) -m "not (support or browser or torch or single_interpreter)"
+	$(PYTEST) -m "not (support or browser or torch or storm or single_interpreter)"
 	$(MAKE) --no-print-directory conformance
+
+# Interrupt storms on the compiled handles, 20 s a backend (tests/native_storm.py says what runs;
+# EVENTAPI_STORM_SECONDS=5 shortens them).
+test-storm: $(STAMP) emulated
+	$(PYTEST) -m storm
 
 # -- measuring, and longer searches ------------------------------------------------------------
 
