@@ -1,27 +1,34 @@
 """Probe containment: a plugin is quarantined for a crash only when it crashed.
 
-Every case runs the real ``eventapi backends`` in real processes, with the ``hostile`` fake
-distribution on the path and a cache directory of the test's own. A process is ended from
-outside while the plugin's probe is running (the plugin writes a line to stderr as it starts
-waiting, so the test signals it then, not after a sleep), or crashes in native code there, and a
-fresh process then lists the plugin.
+Every case runs the real ``eventapi backends`` (or ``eventapi.backend``) in real processes, with
+the ``hostile`` fake distribution on the path and a cache directory of the test's own. A process
+is ended from outside while the plugin's probe is running (the plugin writes a line to stderr as
+it starts waiting, so the test signals it then, not after a sleep), or crashes in native code
+there, and a fresh process then lists the plugin.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import eventapi
+
 PLUGINS = Path(__file__).parent / "plugins"
 SCRIPT = Path(sys.executable).parent / "eventapi"
+# The processes run the eventapi this test imported, wherever the interpreter's own points.
+SOURCE = Path(eventapi.__file__).parent.parent
 
 
 def environment(cache: Path, hostile: str = "", **extra: str) -> dict[str, str]:
@@ -32,7 +39,7 @@ def environment(cache: Path, hostile: str = "", **extra: str) -> dict[str, str]:
     }
     env.update(
         XDG_CACHE_HOME=str(cache),
-        PYTHONPATH=str(PLUGINS / "hostile"),
+        PYTHONPATH=os.pathsep.join([str(PLUGINS / "hostile"), str(SOURCE)]),
         EVENTAPI_DISABLE_PLUGINS="cuda,hip",  # not needed here; their probes cost time
         EVENTAPI_FAKE_HOSTILE=hostile,
         **extra,
@@ -62,11 +69,11 @@ def _no_core_dump() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def crash(cache: Path, **extra: str) -> None:
-    """A listing whose hostile probe segfaults; the process ends there."""
+def crash(cache: Path, act: str = "probe:crash", **extra: str) -> None:
+    """A listing whose hostile plugin segfaults as ``act`` says; the process ends there."""
     done = subprocess.run(
         [str(SCRIPT), "backends", "--json"],
-        env=environment(cache, "probe:crash", **extra),
+        env=environment(cache, act, **extra),
         capture_output=True,
         text=True,
         timeout=60,
@@ -165,24 +172,89 @@ def test_a_crash_of_another_thread_does_not_quarantine_the_plugin_then_running(
     assert list(probing(tmp_path).iterdir()) == []
 
 
-def test_without_faulthandler_a_second_death_in_a_row_quarantines(tmp_path: Path) -> None:
-    # faulthandler enabled by someone else (here PYTHONFAULTHANDLER) is left alone, so a crash
-    # cannot be told from a kill: the first death is retried, with a warning.
+def test_with_the_programs_faulthandler_one_crash_quarantines(tmp_path: Path) -> None:
+    # faulthandler enabled by the program (here PYTHONFAULTHANDLER) is the program's, and left
+    # alone; the next process still tells the crash from a kill, and does not crash again.
     crash(tmp_path, PYTHONFAULTHANDLER="1")
+    rows, _ = listing(tmp_path, hostile="probe:crash", PYTHONFAULTHANDLER="1")
+    reason = rows["hostile"]["reason"]
+    assert rows["hostile"]["status"] == f"broken: {reason}"
+    assert reason.startswith("the process running its import, hook or probe ended there (pid ")
+    assert "a crash in native code (Segmentation fault, File " in reason
+    assert sorted(p.name for p in probing(tmp_path).iterdir()) == ["hostile.quarantined"]
+
+
+def test_a_crash_on_a_thread_the_probe_started_quarantines(tmp_path: Path) -> None:
+    # A driver's own worker thread, started by the probe, segfaults while the probe waits for
+    # it: the plugin's crash, though not on the thread that ran the plugin.
+    crash(tmp_path, "probe:crash-thread")
+    rows, _ = listing(tmp_path, hostile="probe:crash-thread")  # does not crash again
+    reason = rows["hostile"]["reason"]
+    assert rows["hostile"]["status"] == f"broken: {reason}"
+    assert "a crash in native code (Segmentation fault" in reason
+    assert "in its probe, so it is not run again" in reason
+    assert rows["hostile"]["priority"] == 80
+    assert rows["host"]["status"] == "ok"
+    assert sorted(p.name for p in probing(tmp_path).iterdir()) == ["hostile.quarantined"]
+
+
+def _killed_in_its_own_probe(
+    child: subprocess.Popen[str], sig: int, release: Callable[[], None]
+) -> None:
+    """Send ``sig`` to ``child`` while its own probe waits; release any other process's probe.
+
+    The plugin says which process it waits in; another one is a process the child started.
+    """
+    assert child.stderr is not None
+    for line in child.stderr:
+        waiting = re.fullmatch(r"hostile plugin waits in probe \(pid (\d+)\)\n", line)
+        if waiting is None:
+            continue
+        if int(waiting[1]) != child.pid:
+            release()
+            continue
+        child.send_signal(sig)
+        assert child.wait(timeout=60) == -sig
+        return
+    pytest.fail(f"the listing ended ({child.wait()}) before its probe ran")
+
+
+@pytest.mark.parametrize("faulthandler", [False, True], ids=["", "-X faulthandler"])
+def test_a_healthy_probe_killed_from_outside_twice_in_a_row_is_not_quarantined(
+    tmp_path: Path, faulthandler: bool
+) -> None:
+    # A batch system's time limit, twice: SIGKILL, then SIGTERM, each while the probe waits.
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    env = environment(tmp_path, "probe:gate", EVENTAPI_FAKE_HOSTILE_GATE=str(gate))
+    option = ["-X", "faulthandler"] if faulthandler else []
+    with contextlib.ExitStack() as stack:
+        writer: list[int] = []
+
+        def release() -> None:
+            # One byte lets one waiting probe go on; the pipe stays open for the next waiter.
+            if not writer:
+                writer.append(os.open(gate, os.O_WRONLY))
+                stack.callback(os.close, writer[0])
+            os.write(writer[0], b"x")
+
+        for sig in (signal.SIGKILL, signal.SIGTERM):
+            child = subprocess.Popen(
+                [sys.executable, *option, "-m", "eventapi", "backends"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                _killed_in_its_own_probe(child, sig, release)
+            finally:
+                child.kill()
+                child.wait()
     rows, stderr = listing(tmp_path)
     assert rows["hostile"]["status"] == "ok"
-    assert "backend 'hostile': process " in stderr
-    assert "could not tell a crash from a kill; running it again" in stderr
-    assert list(probing(tmp_path).iterdir()) == []  # a clean run forgets the death
-
-    crash(tmp_path, PYTHONFAULTHANDLER="1")
-    crash(tmp_path, PYTHONFAULTHANDLER="1")  # the retry dies too
-    rows, _ = listing(tmp_path, hostile="probe:crash")
-    assert rows["hostile"]["status"].startswith(
-        "broken: the process running its import, hook or probe ended there twice in a row"
-    )
-    assert "faulthandler was enabled by someone else" in rows["hostile"]["reason"]
-    assert sorted(p.name for p in probing(tmp_path).iterdir()) == ["hostile.quarantined"]
+    assert "run alone in a separate process it returned" in stderr  # says what it decided
+    assert sorted(p.name for p in probing(tmp_path).iterdir()) == []
 
 
 def _edit(journal: Path, field: str, value: str) -> None:

@@ -21,8 +21,8 @@ timed-out row is the cell's one answer. One that cannot be imported, raises (``S
 included) in its hook, yields something that is not a matching :class:`~eventapi.BackendSpec`,
 was built for another major of the plugin contract, has a probe that raises, or does not finish
 within the budget is listed as ``broken: <error>``; every other backend keeps working. A plugin
-that crashed the process while running there is quarantined on the next run
-(:mod:`eventapi._plugins._quarantine`). The embedded ``host`` is this package's
+that ended a process while its code ran there is checked, and quarantined if it crashes, before
+it runs again (:mod:`eventapi._plugins._quarantine`). The embedded ``host`` is this package's
 own code and runs inline.
 
 Names decided from metadata alone, without importing anything: two distributions claiming one
@@ -217,14 +217,15 @@ class _Cell:
         from . import _quarantine
 
         plugin = self.plugin
-        crashed = _quarantine.crashed_before(*plugin[:3])
+        crashed = _quarantine.crashed_before(plugin, self.budget)
         if crashed is not None:
             return Entry((broken(plugin, crashed.reason, priority=crashed.priority),), None, plugin)
-        with _quarantine.Guard(*plugin[:3]) as guard:
+        with _quarantine.Guard(plugin) as guard:
 
             def advance(stage: str, spec: BackendSpec | None) -> None:
                 self._advance(stage, spec)
-                guard.stage(stage, spec.priority if spec is not None else None)
+                if spec is not None:
+                    guard.declared(spec.priority)
 
             return resolve(plugin, advance)
 

@@ -1,29 +1,32 @@
-"""Quarantine of plugins that crashed the process while discovery ran their code.
+"""Quarantine of plugins that end the process their code runs in.
 
-A crash in native code (a probe that loads a C library the wrong way and segfaults) cannot be
-caught in the process it happens in; running every probe in a child process would contain it
-but costs an interpreter start per plugin, several times what discovery itself costs (the
-numbers are in ``docs/selecting-backends.md``). Instead, while plugins run, each process keeps
-a *journal*: a file that says which plugin runs on which thread, at which stage, and is removed
-when the last of them returns (or at exit, when one that timed out still runs). A journal left
-behind says only that the process ended while a plugin ran; it does not say *how*. A process
-also ends that way when something outside ends it: ``SIGTERM`` or ``SIGHUP`` (``timeout``,
-``kill``, a batch system's time limit, a closed terminal), ``SIGKILL``, a reboot. Those are not
-the plugin's fault, and must not cost it its row.
+A crash in native code (a probe that loads a C library the wrong way, a driver's worker thread
+that segfaults) cannot be caught in the process it happens in, and neither can a plugin that
+calls ``os._exit``. What can be done is not to let it happen again. So while an installed
+plugin's code runs in the process (its import, hook and probe in discovery, its ``load`` in
+selection), the process keeps a *journal*: a file that says which plugin runs, doing what. It is
+removed when the last of them returns, and at exit, so a journal of a dead process says that
+the process ended while that plugin ran.
 
-What tells them apart is :mod:`faulthandler`: while plugins run, and only when no one else in
-the process has enabled it, discovery points it at the journal. On a fatal signal (``SIGSEGV``,
-``SIGBUS``, ``SIGFPE``, ``SIGILL``, ``SIGABRT``) its C handler appends the stacks of every thread
-to the journal, naming the thread that crashed, and then lets the signal end the process as it
-would have. A plugin is quarantined only when the journal of a dead process holds such a dump
-and the crashed thread is the one that ran that plugin. An outside signal leaves no dump: the
-journal is removed and the plugin runs again, as if nothing happened. A library does not own
-the process's signal handlers, and this installs none: faulthandler chains to whatever was
-installed, is disabled when the plugins return, and is left alone when it was already enabled.
+It does not say how. A crash of the plugin on any thread, a crash of the program's own code, and
+``SIGKILL`` or ``SIGTERM`` from outside (``timeout``, a batch system's time limit, a closed
+terminal) all leave the same file, with or without :mod:`faulthandler` (which is the program's
+to enable, and is left alone). So the next process that needs the plugin does not judge from
+the file: before running the plugin in itself, it runs it alone, in a separate process, as far
+as the dead one got (:mod:`eventapi._plugins._alone`), and watches how that process ends:
 
-When it was (``PYTHONFAULTHANDLER``, ``python -X faulthandler``, pytest), a crash cannot be told
-from a kill afterwards. Then the first death in a plugin is logged as a warning and the plugin
-is retried; a second death in a row, in the same plugin version, quarantines it.
+* by a fatal signal, or without the plugin returning (``os._exit``), while the plugin ran:
+  the plugin is quarantined. ``<name>.quarantined`` records why, and the plugin is listed
+  ``broken`` with that reason, and never run, until the record is removed (``eventapi backends
+  --retry NAME``) or the plugin's version changes;
+* the plugin returned: the death was not its doing that anything can show (a kill from outside,
+  or a crash only that program causes), and it runs again. A second such death in a row is
+  reported with a warning that says so and how to block the plugin;
+* not to an end (it timed out, was killed, could not start): the plugin runs again, with a
+  warning that says why eventapi could not tell.
+
+This costs a process start only after a process ended while a plugin ran; every other first
+use of a plugin pays a few file operations.
 
 A journal is private to one boot of one host and one process: it records the host name, the
 boot id (``/proc/sys/kernel/random/boot_id``), the pid namespace (the inode of
@@ -36,28 +39,30 @@ created under a temporary name with ``O_EXCL | O_NOFOLLOW`` and renamed into pla
 be parsed (or a planted link) is removed.
 
 The files, in ``$XDG_CACHE_HOME/eventapi/probing`` (``~/.cache/eventapi/probing`` by default):
-``<pid>.<random>.probing`` (a journal), ``<name>.quarantined`` (the record that keeps ``name``
-from running; delete it, or run ``eventapi backends --retry NAME``, to try it again) and
-``<name>.ended`` (the one unexplained death that the next run retries). A record of another
-version of the plugin is removed: an upgrade may have fixed the crash.
+``<pid>.<random>.probing`` (a journal), ``<name>.ended`` (the deaths in a row while ``name``
+ran, and whether the last was checked in a separate process) and ``<name>.quarantined``. A
+record of another version of the plugin is removed: an upgrade may have fixed the crash.
 
 Where the directory cannot be used (a read-only home, a directory someone else owns), plugins
 run unguarded: quarantine is a convenience for the next run, never a reason for discovery to
-fail.
+fail. Backends registered in code are the program's own code and are not guarded.
 """
 
 from __future__ import annotations
 
 import atexit
 import errno
-import faulthandler
+import itertools
 import os
 import stat
 import threading
 import time
-from typing import Final, NamedTuple, final
+from typing import TYPE_CHECKING, Final, NamedTuple, final
 
 from .._logger import logger
+
+if TYPE_CHECKING:
+    from ._plugin import Plugin
 
 __all__ = ["Guard", "Quarantine", "crashed_before", "lift"]
 
@@ -69,14 +74,14 @@ _JOURNAL: Final = ".probing"
 _QUARANTINED: Final = ".quarantined"
 _ENDED: Final = ".ended"
 _TEMP: Final = ".tmp-"  # a file being written, renamed into place when complete
-_MAGIC: Final = "eventapi-probe 1"
-_RECORD: Final = "eventapi-record 1"
-_MAX_BYTES: Final = 1 << 20  # a journal with every thread's stack is a few KiB
+_MAGIC: Final = "eventapi-probe 2"
+_RECORD: Final = "eventapi-record 2"
+_MAX_BYTES: Final = 1 << 20  # a journal is a few hundred bytes
 _STALE_TEMP_S: Final = 60.0  # a temporary file lives microseconds; older ones were abandoned
-_CRASH_SIGNALS: Final = "Fatal Python error: "
-_CRASHED_THREAD: Final = "Current thread 0x"
 _FLAGS_READ: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FLAGS_CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_PROBE: Final = "probe"  # what a plugin runs: its import, hook and probe; else "load[:DEVICE]"
+_VARIABLE: Final = "EVENTAPI_DISABLE_PLUGINS"
 
 
 class Quarantine(NamedTuple):
@@ -87,18 +92,18 @@ class Quarantine(NamedTuple):
 
 
 def _directory() -> str:
-    """The markers' directory. Raises OSError when there is no home to put it in."""
+    """The records' directory. Raises OSError when there is no home to put it in."""
     base = os.environ.get("XDG_CACHE_HOME", "").strip()
     if not (base and os.path.isabs(base)):
         home = os.path.expanduser("~")
         if home == "~":  # no HOME and no password entry
-            raise OSError("no home directory for the probe markers")
+            raise OSError("no home directory for the probe records")
         base = os.path.join(home, ".cache")
     return os.path.join(base, "eventapi", "probing")
 
 
 def _open_directory(*, create: bool) -> tuple[int, str] | None:
-    """A descriptor of the markers' directory and its path, when it is safely ours; else None.
+    """A descriptor of the records' directory and its path, when it is safely ours; else None.
 
     Ours: a real directory (not a link), owned by this user; a mode wider than 0700 (an older
     eventapi created it with the umask's) is narrowed. Never raises.
@@ -232,11 +237,7 @@ def _discard(dir_fd: int, name: str) -> None:
     except FileNotFoundError:
         pass
     except OSError:
-        logger().debug("cannot remove probe marker %s", name, exc_info=True)
-
-
-def _temp_name() -> str:
-    return f"{_TEMP}{os.getpid()}-{os.urandom(4).hex()}"
+        logger().debug("cannot remove probe record %s", name, exc_info=True)
 
 
 def _write_new(dir_fd: int, text: str, *, keep_open: bool = False) -> tuple[str, int]:
@@ -245,7 +246,7 @@ def _write_new(dir_fd: int, text: str, *, keep_open: bool = False) -> tuple[str,
     The descriptor is open for appending when ``keep_open``, else closed (and -1). Raises
     OSError.
     """
-    name = _temp_name()
+    name = f"{_TEMP}{os.getpid()}-{os.urandom(4).hex()}"
     flags = _FLAGS_CREATE | (os.O_APPEND if keep_open else 0)
     fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
     try:
@@ -269,44 +270,52 @@ def _put(dir_fd: int, name: str, text: str) -> None:
         logger().debug("cannot write probe record %s", name, exc_info=True)
 
 
-def _fields(text: str) -> list[list[str]]:
-    return [line.split("\t") for line in text.split("\n") if line]
+def _line(*fields: object) -> str:
+    # Fields never hold a tab or a line break, so a line always parses back.
+    return "\t".join(" ".join(str(f).split()) for f in fields) + "\n"
 
 
-# -- records: one plugin's quarantine, or its one unexplained death ----------------------------
+# -- records: one plugin's quarantine, or its deaths in a row ---------------------------------
 
 
-def _record(distribution: str, version: str, priority: int, detail: str) -> str:
-    one_line = " ".join(detail.split())
-    return f"{_RECORD}\n{distribution}\n{version}\n{priority}\n{one_line}\n"
+class _Record(NamedTuple):
+    distribution: str
+    version: str
+    priority: int
+    detail: str  # a quarantine: its reason; deaths: the pid of the last process that died
+    deaths: int
+    checked: bool  # the last death was checked in a separate process
+    what: str  # what the plugin ran when it died: _PROBE, or "load[:DEVICE]"
+
+    def text(self) -> str:
+        lines = (_RECORD, *self[:4], self.deaths, int(self.checked), self.what)
+        return "".join(_line(part) for part in lines)
 
 
-def _parse_record(text: str) -> tuple[str, str, int, str] | None:
+def _parse_record(text: str) -> _Record | None:
     lines = text.split("\n")
-    if len(lines) < 5 or lines[0] != _RECORD:
+    if len(lines) < 8 or lines[0] != _RECORD:
         return None
     try:
-        priority = int(lines[3])
+        priority, deaths, checked = int(lines[3]), int(lines[5]), lines[6] == "1"
     except ValueError:
         return None
-    return lines[1], lines[2], priority, lines[4]
+    return _Record(lines[1], lines[2], priority, lines[4], deaths, checked, lines[7])
 
 
-def _current_record(
-    dir_fd: int, file: str, distribution: str, version: str
-) -> tuple[int, str] | None:
-    """(priority, detail) of record ``file`` for this plugin version; others are removed."""
+def _current(dir_fd: int, file: str, distribution: str, version: str) -> _Record | None:
+    """Record ``file``, if of this plugin version; one of another (or unparsable) is removed."""
     text = _read(dir_fd, file)
     if text is _GONE:
         return None
-    parsed = _parse_record(text) if isinstance(text, str) else None
-    if parsed is None or parsed[:2] != (distribution, version):
+    record = _parse_record(text) if isinstance(text, str) else None
+    if record is None or record[:2] != (distribution, version):
         _discard(dir_fd, file)  # unparsable, a link, or of another version (may be fixed)
         return None
-    return parsed[2], parsed[3]
+    return record
 
 
-# -- judging the journals that dead processes left --------------------------------------------
+# -- the journals that dead processes left ----------------------------------------------------
 
 
 class _Running(NamedTuple):
@@ -315,127 +324,48 @@ class _Running(NamedTuple):
     name: str
     distribution: str
     version: str
-    thread: int
     deaths: int
-    stage: str
+    what: str
     priority: int
 
 
-def _parse_journal(text: str) -> tuple[dict[str, str], list[_Running], str] | None:
-    """(header, the plugins still running, the crash dump or "") of a journal; None if bad."""
-    head, crash_marker, dump = text.partition(_CRASH_SIGNALS)
-    rows = _fields(head)
+def _parse_journal(text: str) -> tuple[dict[str, str], list[_Running]] | None:
+    """(header, the plugins still running) of a journal; None if it is not one."""
+    rows = [line.split("\t") for line in text.split("\n") if line]
     if not rows or rows[0] != [_MAGIC]:
         return None
     header: dict[str, str] = {}
     begun: dict[str, list[str]] = {}
-    stages: dict[str, str] = {}
     priorities: dict[str, int] = {}
     for row in rows[1:]:
         kind = row[0]
-        if kind == "begin" and len(row) == 6:
+        if kind == "begin" and len(row) == 7 and row[5].isdigit():
             begun[row[1]] = row[2:]
         elif kind == "end" and len(row) == 2:
             begun.pop(row[1], None)
-        elif kind == "stage" and len(row) == 3:
-            stages[row[1]] = row[2]
         elif kind == "priority" and len(row) == 3 and row[2].lstrip("-").isdigit():
             priorities[row[1]] = int(row[2])
         elif len(row) == 2:
             header[kind] = row[1]
         else:
             return None
-    if not {"host", "boot", "pidns", "pid", "start", "witness"} <= header.keys():
+    if (
+        not {"host", "boot", "pidns", "pid", "start"} <= header.keys()
+        or not header["pid"].isdigit()
+    ):
         return None
-    if not header["pid"].isdigit():
-        return None
-    running = []
-    for name, (distribution, version, thread, deaths) in begun.items():
-        if not (thread.isdigit() and deaths.isdigit()):
-            return None
-        running.append(
-            _Running(
-                name,
-                distribution,
-                version,
-                int(thread),
-                int(deaths),
-                stages.get(name, "in its import, hook or probe"),
-                priorities.get(name, 0),
-            )
-        )
-    return header, running, crash_marker + dump if crash_marker else ""
-
-
-def _crashed_thread(dump: str) -> tuple[int | None, str]:
-    """The thread faulthandler names as the one that crashed, and a line saying where."""
-    what = dump.split("\n", 1)[0].removeprefix(_CRASH_SIGNALS).strip()
-    _, found, rest = dump.partition(_CRASHED_THREAD)
-    if not found:
-        return None, what
-    ident, _, frames = rest.partition(" ")
-    try:
-        thread = int(ident, 16)
-    except ValueError:
-        return None, what
-    # The innermost frame outside the standard library: the plugin's own line, usually.
-    stdlib = os.path.dirname(os.__file__)
-    for line in frames.split("\n")[1:]:
-        frame = line.strip()
-        if not frame.startswith("File "):
-            break  # the end of this thread's stack
-        if not frame.startswith(f'File "{stdlib}{os.sep}') or "-packages" in frame:
-            return thread, f"{what}, {frame}"
-    return thread, what
-
-
-def _judge(
-    dir_fd: int, path: str, header: dict[str, str], running: list[_Running], dump: str
-) -> None:
-    """Turn a dead process's journal into records: a quarantine only for a plugin that crashed."""
-    pid = header["pid"]
-    when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
-    crashed, where = _crashed_thread(dump) if dump else (None, "")
-    for plugin in running:
-        name = plugin.name
-        if header["witness"] == "1":
-            if crashed != plugin.thread:
-                # Ended from outside (a signal, a kill), or another thread crashed it: not this
-                # plugin's doing, so it runs again as if nothing happened.
-                logger().debug("process %s ended while %s ran: not a crash of it", pid, name)
-                continue
-            detail = (
-                f"the process running its import, hook or probe ended there (pid {pid}, "
-                f"found {when}): a crash in native code ({where}) {plugin.stage}, so it is not "
-                "run again"
-            )
-        elif plugin.deaths >= 1:
-            detail = (
-                f"the process running its import, hook or probe ended there twice in a row "
-                f"(the last: pid {pid}, found {when}) {plugin.stage}; that process could not "
-                "tell a crash from a kill (faulthandler was enabled by someone else), so it is "
-                "not run again"
-            )
-        else:
-            _put(
-                dir_fd,
-                f"{name}{_ENDED}",
-                _record(plugin.distribution, plugin.version, plugin.priority, pid),
-            )
-            continue
-        _put(
-            dir_fd,
-            f"{name}{_QUARANTINED}",
-            _record(plugin.distribution, plugin.version, plugin.priority, detail),
-        )
-        _discard(dir_fd, f"{name}{_ENDED}")
-    _discard(dir_fd, path)
+    running = [
+        _Running(name, distribution, version, int(deaths), what, priorities.get(run, 0))
+        for run, (name, distribution, version, deaths, what) in begun.items()
+    ]
+    return header, running
 
 
 def _sweep(dir_fd: int, files: list[str]) -> None:
-    """Judge every journal a dead process of this host, boot and namespace left behind."""
+    """Turn each journal a dead process of this host, boot and namespace left into records."""
     me = _me()
-    mine = _journal.name if _journal is not None and _journal.pid == me.pid else None
+    journal = _journal
+    mine = journal.name if journal is not None and journal.pid == me.pid else None
     for file in files:
         if file.startswith(_TEMP):
             _drop_if_abandoned(dir_fd, file)
@@ -451,7 +381,7 @@ def _sweep(dir_fd: int, files: list[str]) -> None:
         if parsed is None:
             _discard(dir_fd, file)  # unparsable, or a link: nothing to learn, never followed
             continue
-        header, running, dump = parsed
+        header, running = parsed
         if header["host"] != me.host or (header["boot"] and header["boot"] != me.boot):
             if header["host"] == me.host:
                 _discard(dir_fd, file)  # from before a reboot, which is no crash
@@ -460,7 +390,15 @@ def _sweep(dir_fd: int, files: list[str]) -> None:
             continue  # another pid namespace's: its pid means nothing here
         if _alive(int(header["pid"]), header["start"]):
             continue  # running plugins right now
-        _judge(dir_fd, file, header, running, dump)
+        for plugin in running:
+            ended = f"{plugin.name}{_ENDED}"
+            before = _current(dir_fd, ended, plugin.distribution, plugin.version)
+            deaths = max(plugin.deaths, before.deaths if before is not None else 0) + 1
+            record = _Record(
+                *plugin[1:3], plugin.priority, header["pid"], deaths, False, plugin.what
+            )
+            _put(dir_fd, ended, record.text())
+        _discard(dir_fd, file)
 
 
 def _drop_if_abandoned(dir_fd: int, file: str) -> None:
@@ -472,12 +410,16 @@ def _drop_if_abandoned(dir_fd: int, file: str) -> None:
         _discard(dir_fd, file)
 
 
-def crashed_before(name: str, distribution: str, version: str) -> Quarantine | None:
-    """Why ``name``'s plugin is not to run, or None when it may.
+_sweeping = threading.Lock()  # one sweep at a time in a process: each plugin's thread asks
 
-    First judges the journals dead processes left (a crash quarantines the plugin that
-    crashed; an outside kill, nothing), then reads ``name``'s record; a record of another
-    distribution or version is removed. Never raises.
+
+def crashed_before(plugin: Plugin, timeout: float) -> Quarantine | None:
+    """Why ``plugin`` is not to run, or None when it may.
+
+    First turns the journals dead processes left into records. Then, if ``plugin`` is
+    quarantined, says why; if a process died while it ran and that was not checked yet, runs it
+    alone in a separate process for at most ``timeout`` seconds to see whether it crashes
+    (the module docstring says what follows). Never raises.
     """
     opened = _open_directory(create=False)
     if opened is None:
@@ -487,35 +429,83 @@ def crashed_before(name: str, distribution: str, version: str) -> Quarantine | N
         files = os.listdir(dir_fd)
         if not files:
             return None
-        _sweep(dir_fd, files)
+        with _sweeping:
+            _sweep(dir_fd, files)
+        name, distribution, version = plugin[:3]
         file = f"{name}{_QUARANTINED}"
-        found = _current_record(dir_fd, file, distribution, version)
-        if found is not None:
-            priority, detail = found
-            return Quarantine(
-                f"{detail}; run 'eventapi backends --retry {name}' or delete "
-                f"{os.path.join(path, file)} to try it again",
-                priority,
-            )
-        ended = _current_record(dir_fd, f"{name}{_ENDED}", distribution, version)
-        if ended is not None:
-            logger().warning(
-                "backend %r: process %s ended while running its import, hook or probe, and "
-                "could not tell a crash from a kill; running it again (a second such end "
-                "quarantines it)",
-                name,
-                ended[1],
-            )
-        return None
+        quarantined = _current(dir_fd, file, distribution, version)
+        if quarantined is None:
+            ended = _current(dir_fd, f"{name}{_ENDED}", distribution, version)
+            if ended is None or ended.checked:
+                return None
+            quarantined = _check(dir_fd, plugin, ended, timeout)
+            if quarantined is None:
+                return None
+        return Quarantine(
+            f"{quarantined.detail}; run 'eventapi backends --retry {name}' or delete "
+            f"{os.path.join(path, file)} to try it again",
+            quarantined.priority,
+        )
     except OSError:
-        logger().debug("cannot read the probe markers", exc_info=True)
+        logger().debug("cannot read the probe records", exc_info=True)
         return None
     finally:
         os.close(dir_fd)
 
 
+def _check(dir_fd: int, plugin: Plugin, ended: _Record, timeout: float) -> _Record | None:
+    """Run ``plugin`` alone as far as the dead process did: its quarantine record, or None."""
+    from . import _alone
+
+    name = plugin.name
+    load = ended.what != _PROBE
+    running = "its load" if load else "its import, hook or probe"
+    outcome = _alone.run(plugin, ended.what.partition(":")[2] if load else None, timeout)
+    if outcome.verdict == "crashed":
+        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
+        detail = (
+            f"the process running {running} ended there (pid {ended.detail}, found {when}); "
+            f"run alone in a separate process it ended that one too, by {outcome.how} "
+            f"{outcome.stage}, so it is not run again"
+        )
+        priority = ended.priority if outcome.priority is None else outcome.priority
+        record = ended._replace(priority=priority, detail=detail, deaths=0, checked=True)
+        _put(dir_fd, f"{name}{_QUARANTINED}", record.text())
+        _discard(dir_fd, f"{name}{_ENDED}")
+        return record
+    _put(dir_fd, f"{name}{_ENDED}", ended._replace(checked=True).text())
+    if outcome.verdict == "unknown":
+        logger().warning(
+            "backend %r: process %s ended while running %s, and eventapi could not tell a "
+            "crash of it from a kill by running it alone in a separate process (%s); running "
+            "it again. If it is what ends this program, block it with %s=%s",
+            name,
+            ended.detail,
+            running,
+            outcome.how,
+            _VARIABLE,
+            name,
+        )
+    elif ended.deaths > 1:
+        logger().warning(
+            "backend %r: %d processes in a row ended while running %s (the last: pid %s), "
+            "and run alone in a separate process it returned, so eventapi cannot tell a crash "
+            "of it from a kill from outside; running it again. If it is what ends this "
+            "program, block it with %s=%s",
+            name,
+            ended.deaths,
+            running,
+            ended.detail,
+            _VARIABLE,
+            name,
+        )
+    else:
+        logger().debug("process %s ended while %s ran: not a crash of it", ended.detail, name)
+    return None
+
+
 def lift(name: str) -> list[str]:
-    """Remove ``name``'s quarantine (and its unexplained death); return the paths removed."""
+    """Remove ``name``'s quarantine (and its deaths); return the paths removed."""
     opened = _open_directory(create=False)
     if opened is None:
         return []
@@ -538,52 +528,45 @@ def lift(name: str) -> list[str]:
 
 @final
 class _Journal:
-    """This process's journal while plugins run, and whether faulthandler writes to it."""
+    """This process's journal while plugins run."""
 
-    __slots__ = ("active", "dir_fd", "fd", "name", "pid", "witness")
+    __slots__ = ("active", "dir_fd", "fd", "name", "pid")
 
-    def __init__(self, dir_fd: int, name: str, fd: int, *, witness: bool) -> None:
+    def __init__(self, dir_fd: int, name: str, fd: int) -> None:
         self.dir_fd = dir_fd
         self.name = name
         self.fd = fd
-        self.witness = witness
         self.pid = os.getpid()
         self.active = 0
 
     def append(self, *fields: object) -> None:
         # One write() of a line to a file opened O_APPEND: lines of threads never interleave.
-        line = "\t".join(" ".join(str(f).split()) for f in fields) + "\n"
         try:
-            os.write(self.fd, line.encode("utf-8"))
+            os.write(self.fd, _line(*fields).encode("utf-8"))
         except OSError:
             logger().debug("cannot write to the probe journal", exc_info=True)
 
     def close(self) -> None:
-        # faulthandler first: it must not write to a descriptor that is closed, or reused.
-        if self.witness and faulthandler.is_enabled():
-            faulthandler.disable()
         _discard(self.dir_fd, self.name)
         os.close(self.fd)
         os.close(self.dir_fd)
 
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # guards _journal and its count of active runs
 _journal: _Journal | None = None
 _registered = False
+_runs = itertools.count()  # a journal's name for each run: a plugin may run twice at once
 
 
 def _open_journal() -> _Journal | None:
-    """A new journal for this process, faulthandler pointed at it if no one else uses it."""
+    """A new journal for this process; None where there is no directory to put it in."""
     opened = _open_directory(create=True)
     if opened is None:
         return None
     dir_fd, _ = opened
     me = _me()
-    witness = not faulthandler.is_enabled()
-    header = (
-        f"{_MAGIC}\nhost\t{me.host}\nboot\t{me.boot}\npidns\t{me.pidns}\npid\t{me.pid}\n"
-        f"start\t{me.start}\nwitness\t{int(witness)}\n"
-    )
+    fields = zip(me._fields, me, strict=True)
+    header = _line(_MAGIC) + "".join(_line(key, value) for key, value in fields)
     name = f"{me.pid}.{os.urandom(4).hex()}{_JOURNAL}"
     try:
         temp, fd = _write_new(dir_fd, header, keep_open=True)
@@ -597,13 +580,11 @@ def _open_journal() -> _Journal | None:
         logger().debug("cannot write a probe journal; running unguarded", exc_info=True)
         os.close(dir_fd)
         return None
-    if witness:
-        faulthandler.enable(file=fd, all_threads=True)
-    return _Journal(dir_fd, name, fd, witness=witness)
+    return _Journal(dir_fd, name, fd)
 
 
 def _close_at_exit() -> None:
-    # A plugin still running (timed out) when the process exits normally did not crash it.
+    # A plugin still running (timed out) when the process exits normally did not end it.
     global _journal
     with _lock:
         journal, _journal = _journal, None
@@ -616,9 +597,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()  # another thread may have held it at the fork
     journal, _journal = _journal, None
     if journal is not None:
-        # The parent's plugins do not run here; its journal and faulthandler are the parent's.
-        if journal.witness and faulthandler.is_enabled():
-            faulthandler.disable()
+        # The parent's plugins do not run here; its journal is the parent's to remove.
         os.close(journal.fd)
         os.close(journal.dir_fd)
 
@@ -628,26 +607,30 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 @final
 class Guard:
-    """One plugin's import, hook and probe in the journal: ``with Guard(...) as guard:``.
+    """One run of a plugin's code in the journal: ``with Guard(plugin) as guard:``.
 
-    Entered and exited on the thread that runs the plugin; :meth:`stage` says what it runs
-    now. On exit (whatever the body raises) the plugin is marked done, its unexplained death,
-    if one was recorded, is forgotten, and the journal is removed when no other plugin runs.
-    Not reentrant; one per plugin run.
+    ``what`` is what runs: ``"probe"`` (the import, hook and probe) or ``"load"`` /
+    ``"load:DEVICE"``. Entered and exited on the thread that runs the plugin. On exit
+    (whatever the body raises) the run is marked done, the plugin's deaths in a row are
+    forgotten (it ran to the end this time), and the journal is removed when no other run is
+    under way. Only installed plugins are guarded: for another, the guard does nothing. One
+    per run.
     """
 
-    __slots__ = ("_deaths", "_distribution", "_journal", "_name", "_version")
+    __slots__ = ("_deaths", "_journal", "_plugin", "_run", "_what")
 
-    def __init__(self, name: str, distribution: str, version: str) -> None:
-        self._name = name
-        self._distribution = distribution
-        self._version = version
+    def __init__(self, plugin: Plugin, what: str = _PROBE) -> None:
+        self._plugin = plugin
+        self._what = what
         self._journal: _Journal | None = None
+        self._run = next(_runs)
         self._deaths = 0
 
     def __enter__(self) -> Guard:
         global _journal, _registered
-        deaths = self._deaths = 1 if self._ended_before() else 0
+        plugin = self._plugin
+        if not plugin.installed:
+            return self
         with _lock:
             journal = _journal
             if journal is None or journal.pid != os.getpid():
@@ -659,39 +642,27 @@ class Guard:
                     _registered = True
             journal.active += 1
         self._journal = journal
-        ident = threading.get_ident()
-        journal.append("begin", self._name, self._distribution, self._version, ident, deaths)
+        name, distribution, version = plugin[:3]
+        ended = _current(journal.dir_fd, f"{name}{_ENDED}", distribution, version)
+        self._deaths = ended.deaths if ended is not None else 0
+        journal.append("begin", self._run, name, distribution, version, self._deaths, self._what)
         return self
 
-    def _ended_before(self) -> bool:
-        opened = _open_directory(create=False)
-        if opened is None:
-            return False
-        dir_fd, _ = opened
-        try:
-            file = f"{self._name}{_ENDED}"
-            return _current_record(dir_fd, file, self._distribution, self._version) is not None
-        finally:
-            os.close(dir_fd)
-
-    def stage(self, text: str, priority: int | None = None) -> None:
-        """Record that the plugin now runs ``text`` (and its priority, once known)."""
+    def declared(self, priority: int) -> None:
+        """Record the priority the plugin declared: its row's, should it be quarantined."""
         journal = self._journal
-        if journal is None:
-            return
-        journal.append("stage", self._name, text)
-        if priority is not None:
-            journal.append("priority", self._name, priority)
+        if journal is not None:
+            journal.append("priority", self._run, priority)
 
     def __exit__(self, *exc_info: object) -> None:
         global _journal
         journal = self._journal
-        if journal is None:
-            return
         self._journal = None
-        journal.append("end", self._name)
+        if journal is None or journal.pid != os.getpid():
+            return  # unguarded, or a child forked inside: the journal is its parent's
+        journal.append("end", self._run)
         if self._deaths:
-            _discard(journal.dir_fd, f"{self._name}{_ENDED}")  # it ran to the end this time
+            _discard(journal.dir_fd, f"{self._plugin.name}{_ENDED}")
         with _lock:
             journal.active -= 1
             last = journal.active == 0 and _journal is journal

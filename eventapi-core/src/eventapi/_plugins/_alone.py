@@ -1,0 +1,206 @@
+"""One plugin run alone in a separate process, to see whether it ends that process too.
+
+The quarantine (:mod:`eventapi._plugins._quarantine`) asks for this after a process ended while
+the plugin's code ran in it: whatever ended that process (a crash of the plugin on any thread,
+a crash of the program's own code, an ``os._exit``, a kill from outside) left the same trace, and
+this tells them apart. The separate process is a fresh interpreter on this one's ``sys.path``
+and environment. It goes as far as the dead process went: the plugin's import, hook and probe,
+as discovery runs them (:func:`eventapi._plugins._plugin.resolve`), and its ``load`` as well when
+that process died loading it. It has :mod:`faulthandler` enabled for itself, to say where a
+crash happened. What the plugin prints there goes where this process's output goes, as it would
+here. It is in a session of its own (a Ctrl-C at the terminal is not its end), ends when this
+process ends (it watches its stdin), and is killed when the time given runs out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from importlib.metadata import EntryPoint
+from typing import Any, Final, NamedTuple, NoReturn
+
+from ._plugin import Plugin, describe, resolve
+from ._spec import ENTRY_POINT_GROUP, BackendSpec
+
+__all__ = ["Outcome", "main", "run"]
+
+_CODE: Final = (
+    "import json, sys\n"
+    "args = json.loads(sys.argv[1])\n"
+    "sys.path[:] = args['path']\n"
+    "from eventapi._plugins._alone import main\n"
+    "main(args)\n"
+)
+
+# What ends a process that crashed in native code; what else ends it is not the plugin's doing
+# or, for an exit, is seen as no "returned" line.
+_CRASHES: Final = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT}
+)
+_DUMP: Final = "Fatal Python error: "
+_CURRENT: Final = "Current thread 0x"
+_MAX_BYTES: Final = 1 << 20  # the report with every thread's stack is a few KiB
+
+
+class Outcome(NamedTuple):
+    """How the plugin ended the separate process.
+
+    ``verdict``: ``"crashed"`` (a fatal signal, or the process ended without the plugin
+    returning, while the plugin ran), ``"returned"`` (it ran to the end), or ``"unknown"`` (not
+    run to an end: ``how`` says why). ``stage`` is where the plugin was, ``priority`` what it
+    declared, if it got that far.
+    """
+
+    verdict: str
+    how: str
+    stage: str
+    priority: int | None
+
+
+def run(plugin: Plugin, device: str | None, timeout: float) -> Outcome:
+    """Run ``plugin`` alone in a new process and wait at most ``timeout`` seconds for it.
+
+    ``device`` is None to stop after the probe, else the ``load`` to call after it: ``""`` for
+    ``load(None)``, or a device index. Never raises.
+    """
+    # The parent of eventapi's own folder first: the child must import this eventapi.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args: dict[str, object] = {
+        # The import system skips entries that are not str; so does json.
+        "path": [root, *(entry for entry in sys.path if isinstance(entry, str))],
+        "name": plugin.name,
+        "distribution": plugin.distribution,
+        "version": plugin.version,
+        "target": plugin.target,
+        "device": device,
+    }
+    try:
+        with tempfile.TemporaryFile() as report:
+            args["report"] = report.fileno()
+            status = _wait(args, report.fileno(), timeout)
+            report.seek(0)
+            text = report.read(_MAX_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:  # no temporary file, no interpreter to start
+        return Outcome("unknown", f"it could not be run: {describe(exc)}", "", None)
+    return _outcome(status, text, timeout)
+
+
+def _wait(args: dict[str, object], report: int, timeout: float) -> int | None:
+    """Start the separate process and wait for it: its status, or None when it was killed."""
+    child = subprocess.Popen(
+        [sys.executable, "-S", "-c", _CODE, json.dumps(args)],
+        stdin=subprocess.PIPE,
+        pass_fds=(report,),
+        start_new_session=True,
+    )
+    assert child.stdin is not None
+    try:
+        return child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        return None
+    finally:
+        child.stdin.close()
+
+
+def _outcome(status: int | None, text: str, timeout: float) -> Outcome:
+    head, found, dump = text.partition(_DUMP)
+    stage, priority, returned, failed = "", None, False, ""
+    for line in head.split("\n"):
+        kind, _, value = line.partition("\t")
+        if kind == "stage":
+            stage = value
+        elif kind == "priority" and value.lstrip("-").isdigit():
+            priority = int(value)
+        elif kind == "returned":
+            returned = True
+        elif kind == "failed":
+            failed = value
+    if status is None:
+        return Outcome("unknown", f"it did not end within {timeout:g} s", stage, priority)
+    if returned and status == 0:
+        return Outcome("returned", "", stage, priority)
+    if failed or not stage:
+        why = failed or f"that process ended ({_status(status)}) before the plugin ran"
+        return Outcome("unknown", why, stage, priority)
+    if status < 0 and -status in _CRASHES:
+        where = _where(dump) if found else signal.Signals(-status).name
+        return Outcome("crashed", f"a crash in native code ({where})", stage, priority)
+    if status >= 0:
+        return Outcome("crashed", f"it ended that process ({_status(status)})", stage, priority)
+    how = f"that process was ended from outside ({_status(status)})"
+    return Outcome("unknown", how, stage, priority)
+
+
+def _status(status: int) -> str:
+    if status >= 0:
+        return f"exit status {status}"
+    try:
+        return signal.Signals(-status).name
+    except ValueError:
+        return f"signal {-status}"
+
+
+def _where(dump: str) -> str:
+    """What faulthandler says crashed, and the innermost frame of the crashed thread outside the
+    standard library: the plugin's own line, usually."""
+    what = dump.split("\n", 1)[0].strip()
+    _, found, rest = dump.partition(_CURRENT)
+    if not found:
+        return what  # a thread with no Python frames: a driver's own, say
+    stdlib = os.path.dirname(os.__file__)
+    for line in rest.split("\n")[1:]:
+        frame = line.strip()
+        if not frame.startswith("File "):
+            break  # the end of this thread's stack
+        if not frame.startswith(f'File "{stdlib}{os.sep}') or "-packages" in frame:
+            return f"{what}, {frame}"
+    return what
+
+
+# -- in the separate process ------------------------------------------------------------------
+
+
+def main(args: dict[str, Any]) -> NoReturn:
+    """Run the plugin as ``args`` says, reporting to the descriptor ``args["report"]``; exit."""
+    fd: int = args["report"]
+
+    def say(kind: str, value: object = "") -> None:
+        os.write(fd, f"{kind}\t{' '.join(str(value).split())}\n".encode())
+
+    def advance(stage: str, spec: BackendSpec | None) -> None:
+        if spec is not None:
+            say("priority", spec.priority)
+        say("stage", stage)
+
+    try:
+        faulthandler.enable(file=fd, all_threads=True)
+        threading.Thread(target=_exit_with_parent, daemon=True).start()
+        name, target = args["name"], args["target"]
+        load = EntryPoint(name, target, ENTRY_POINT_GROUP).load
+        plugin = Plugin(name, args["distribution"], args["version"], target, load)
+    except BaseException as exc:  # eventapi's own failure: the plugin did not run
+        say("failed", f"the separate process failed: {describe(exc)}")
+        os._exit(1)
+    entry = resolve(plugin, advance)  # reports the plugin's own errors in the entry
+    device = args["device"]
+    if device is not None and entry.spec is not None:
+        index = int(device) if device else None
+        advance(f"in its load ({name if index is None else f'{name}:{index}'})", None)
+        with contextlib.suppress(BaseException):  # the plugin's failure, not a crash
+            entry.spec.load(index)
+    say("returned")
+    os._exit(0)  # no finalizers, no joining the plugin's threads: it returned, that is all
+
+
+def _exit_with_parent() -> None:
+    sys.stdin.buffer.read()  # returns at end of file: the parent closed it, or is gone
+    os._exit(0)
