@@ -198,6 +198,41 @@ def test_a_crash_on_a_thread_the_probe_started_quarantines(tmp_path: Path) -> No
     assert sorted(p.name for p in probing(tmp_path).iterdir()) == ["hostile.quarantined"]
 
 
+SELECT = """
+import json, eventapi
+try:
+    eventapi.backend("hostile")
+except eventapi.BackendError as exc:
+    print(json.dumps([type(exc).__name__, str(exc)]))
+else:
+    print(json.dumps(None))
+"""
+
+
+def test_a_crash_in_load_quarantines_for_selection(tmp_path: Path) -> None:
+    env = environment(tmp_path, "load:crash")
+    command = [sys.executable, "-c", SELECT]
+    first = subprocess.run(
+        command, env=env, capture_output=True, timeout=60, check=False, preexec_fn=_no_core_dump
+    )
+    assert first.returncode == -signal.SIGSEGV, first.stderr
+
+    again = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert again.returncode == 0, again.stderr  # did not load it, so did not crash
+    kind, message = json.loads(again.stdout)
+    assert kind == "BackendError"
+    assert message.startswith(
+        "backend 'hostile' (eventapi-hostile 0.9) is broken: the process running its load "
+        "ended there (pid "
+    )
+    assert "a crash in native code (Segmentation fault, File " in message
+    assert "in its load (hostile), so it is not run again" in message
+    rows, _ = listing(tmp_path, hostile="load:crash")
+    assert rows["hostile"]["status"] == f"broken: {message.split(' is broken: ', 1)[1]}"
+
+
 def _killed_in_its_own_probe(
     child: subprocess.Popen[str], sig: int, release: Callable[[], None]
 ) -> None:

@@ -36,7 +36,7 @@ from .._errors import BackendError, BackendNotFoundError, BackendUnavailableErro
 from .._protocol import PROTOCOL_METHODS
 from . import _discovery
 from ._discovery import ENV_DISABLE_AUTOLOAD, ENV_DISABLE_PLUGINS
-from ._plugin import KNOWN_HINTS, describe, normalize
+from ._plugin import KNOWN_HINTS, Plugin, describe, normalize
 from ._spec import ENTRY_POINT_GROUP, NAME_PATTERN, RESERVED_NAMES, BackendInfo, BackendSpec
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class _Loaded:
             cell = self._current().get(key)
         return cell.obj if cell is not None else None
 
-    def load(self, spec: BackendSpec, device: int | None, asked: _Key) -> Any:
+    def load(self, spec: BackendSpec, plugin: Plugin, device: int | None, asked: _Key) -> Any:
         """The object for (``spec.name``, ``device``), loaded once; filed under ``asked`` too."""
         key = (spec.name, device)
         while True:
@@ -115,14 +115,20 @@ class _Loaded:
                             f"{_spelling(key)!r} again, which would wait for itself"
                         )
             if mine:
-                return self._fill(cell, key, asked, spec, device)
+                return self._fill(cell, key, asked, spec, plugin, device)
             cell.done.wait()  # its loader fills it or gives it up; then look again
 
     def _fill(
-        self, cell: _Cell, key: _Key, asked: _Key, spec: BackendSpec, device: int | None
+        self,
+        cell: _Cell,
+        key: _Key,
+        asked: _Key,
+        spec: BackendSpec,
+        plugin: Plugin,
+        device: int | None,
     ) -> Any:
         try:
-            obj = _load(spec, device)
+            obj = _load(spec, plugin, device)
         except BaseException:
             with self._lock:
                 if self._cells.get(key) is cell:
@@ -211,10 +217,10 @@ def backend(name: str | None = None) -> EventApi[Any, Any]:
     obj = _loaded.get(asked)
     if obj is not None:
         return obj  # type: ignore[no-any-return]
-    spec = _usable_spec(chosen, source)
+    spec, plugin = _usable(chosen, source)
     if device is None:
         device = spec.default_device
-    return _loaded.load(spec, device, asked)  # type: ignore[no-any-return]
+    return _loaded.load(spec, plugin, device, asked)  # type: ignore[no-any-return]
 
 
 def choose(name: str | None = None) -> tuple[str, int | None, str]:
@@ -303,7 +309,7 @@ def preview(name: str | None = None) -> tuple[str, int | None, str]:
     is the one failure it cannot foresee.
     """
     chosen, device, source = choose(name)
-    spec = _usable_spec(chosen, source)
+    spec, _ = _usable(chosen, source)
     if device is None:
         device = spec.default_device
     return chosen, device, source
@@ -325,7 +331,7 @@ def _spelling(key: _Key) -> str:
 # -- why a chosen name cannot be used ---------------------------------------------------------
 
 
-def _usable_spec(name: str, source: str) -> BackendSpec:
+def _usable(name: str, source: str) -> tuple[BackendSpec, Plugin]:
     subject = f"backend {name!r}" + (f" (from {ENV_BACKEND})" if source == ENV_BACKEND else "")
     entry = _discovery.entry(name)
     if entry is None:
@@ -338,13 +344,13 @@ def _usable_spec(name: str, source: str) -> BackendSpec:
             f"{os.environ.get(ENV_DISABLE_PLUGINS, '')!r}; remove {name!r} from that "
             "variable to use it"
         )
-    if entry.spec is None:
+    if entry.spec is None or entry.plugin is None:
         raise BackendError(f"{subject} ({where}) is broken: {row.reason}")
     if not row.usable:
         raise BackendUnavailableError(
             f"{subject} ({where}) cannot be used here: {row.reason}. {_usable_elsewhere(name)}"
         )
-    return entry.spec
+    return entry.spec, entry.plugin
 
 
 def _usable_elsewhere(name: str) -> str:
@@ -395,10 +401,15 @@ def _did_you_mean(name: str, rows: Sequence[BackendInfo], source: str) -> str:
     return "; did you mean " + " or ".join(spell(n) for n in close) + "?"
 
 
-def _load(spec: BackendSpec, device: int | None) -> Any:
+def _load(spec: BackendSpec, plugin: Plugin, device: int | None) -> Any:
     what = _spelling((spec.name, device))
+    # Imported here, as in discovery. The guard: should an installed plugin's load end the
+    # process, the next process finds out, and does not load it again if it crashes.
+    from . import _quarantine
+
     try:
-        obj = spec.load(device)
+        with _quarantine.Guard(plugin, "load" if device is None else f"load:{device}"):
+            obj = spec.load(device)
     except BackendError:
         raise  # the plugin already said what is wrong, in eventapi's own terms
     except Exception as exc:
