@@ -11,6 +11,8 @@
 #   make test-matrix    the product's tests and the installs on the other CPythons, one by one
 #   make test-storm     Ctrl-C every millisecond or less for 20 s on cuda and on hip, while
 #                       threads record fences and windows: no driver handle left
+#   make sanitize       the C extension and the emulated drivers under ASan and UBSan: the kit
+#                       and the stress test on cuda and hip (docs/native.md, "Sanitizers")
 # make wheelhouse  fill build/wheelhouse with what the install tests install: the only download
 #               a test needs, made once; afterwards every test runs with PIP_NO_INDEX=1
 # make docs     build the documentation site into build/docs/html, warnings as errors; read it
@@ -30,7 +32,7 @@ EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
 EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
 .PHONY: all check test lint typecheck pytest conformance ci test-support test-installs \
-	test-browser test-torch test-matrix matrix-one test-storm wheelhouse fuzz soak \
+	test-browser test-torch test-matrix matrix-one test-storm sanitize wheelhouse fuzz soak \
 	emulated native bench docs dist clean
 
 all: test
@@ -144,7 +146,7 @@ test: lint typecheck docs pytest conformance
 
 # -- what only CI runs, after `make test` ----------------------------------------------------
 
-ci: test-support test-installs test-browser test-torch test-matrix test-storm
+ci: test-support test-installs test-browser test-torch test-matrix test-storm sanitize
 
 test-support: $(STAMP) emulated
 	$(PYTEST) -m support
@@ -192,6 +194,63 @@ matrix-one: wheelhouse emulated
 # EVENTAPI_STORM_SECONDS=5 shortens them).
 test-storm: $(STAMP) emulated
 	$(PYTEST) -m storm
+
+# The C extension and the emulated drivers built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (gcc), run on the ordinary interpreter with the ASan runtime
+# preloaded first (it must come before every instrumented library), leak detection off
+# (CPython's own allocations would drown the report), every report fatal, and Python's objects
+# on malloc (PYTHONMALLOC), where ASan sees them: the kit by name and from each class, and
+# tests/native_stress.py, on cuda and hip (docs/native.md, "Sanitizers").
+# Everything goes under build/sanitize, nothing in place: the extension is built into
+# build/sanitize/python/eventapi_cuda (and _hip), beside links to each package's own files, and
+# that folder goes first on PYTHONPATH. So the in-place build every other target imports stays
+# as it is (an instrumented one cannot load without the runtime preloaded), and the links make
+# an edit of a Python file count here at once; only the .so is built twice.
+SAN := build/sanitize
+SAN_CC := gcc
+SAN_CFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -g -O1 -Wall -Wextra -Werror \
+	-std=c11
+SAN_NATIVE := $(SAN)/python/eventapi_cuda/_native.abi3.so $(SAN)/python/eventapi_hip/_native.abi3.so
+SAN_EMU := $(SAN)/emulated/libcuda.so.1 $(SAN)/emulated/libamdhip64.so
+SAN_ENV = ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
+	PYTHONPATH=$(CURDIR)/$(SAN)/python$${PYTHONPATH:+:$$PYTHONPATH}
+SAN_CUDA = $(SAN_ENV) LD_PRELOAD="$$($(SAN_CC) -print-file-name=libasan.so) $(CURDIR)/$(SAN)/emulated/libcuda.so.1"
+SAN_HIP = $(SAN_ENV) LD_PRELOAD="$$($(SAN_CC) -print-file-name=libasan.so) $(CURDIR)/$(SAN)/emulated/libamdhip64.so"
+
+# pytest captures sys.stdout and sys.stderr only, not the file descriptors: a sanitizer writes
+# its report to descriptor 2 as it stops the process, which would otherwise leave it in pytest's
+# capture file, unread.
+SAN_KIT := $(KIT) --capture=sys
+
+$(SAN)/python/eventapi_cuda/_native.abi3.so: eventapi-cuda/src/eventapi_cuda/_native.c
+$(SAN)/python/eventapi_hip/_native.abi3.so: eventapi-hip/src/eventapi_hip/_native.c
+$(SAN_NATIVE):
+	@mkdir -p $(@D)
+	$(SAN_CC) $(SAN_CFLAGS) -fPIC -shared -I$(PY_INCLUDE) -o $@ $< -lm
+
+$(SAN)/emulated/libcuda.so.1: tests/emulated/emu_cuda.c $(EMU_CORE)
+	@mkdir -p $(@D)
+	$(SAN_CC) $(SAN_CFLAGS) -shared -fPIC -pthread -Wl,-soname,libcuda.so.1 -o $@ \
+		tests/emulated/emu_cuda.c tests/emulated/emu_core.c
+
+$(SAN)/emulated/libamdhip64.so: tests/emulated/emu_hip.c $(EMU_CORE)
+	@mkdir -p $(@D)
+	$(SAN_CC) $(SAN_CFLAGS) -shared -fPIC -pthread -Wl,-soname,libamdhip64.so -o $@ \
+		tests/emulated/emu_hip.c tests/emulated/emu_core.c
+
+sanitize: $(STAMP) $(SAN_NATIVE) $(SAN_EMU)
+	@for p in cuda hip; do \
+		find $(SAN)/python/eventapi_$$p -xtype l -delete; \
+		ln -sf $(CURDIR)/eventapi-$$p/src/eventapi_$$p/*.py $(CURDIR)/eventapi-$$p/src/eventapi_$$p/py.typed \
+			$(SAN)/python/eventapi_$$p/; \
+	done
+	$(SAN_CUDA) $(SAN_KIT) --eventapi-backend=cuda
+	$(SAN_CUDA) $(SAN_KIT) --eventapi-backend=eventapi_cuda:CudaBackend
+	$(SAN_HIP) $(SAN_KIT) --eventapi-backend=hip
+	$(SAN_HIP) $(SAN_KIT) --eventapi-backend=eventapi_hip:HipBackend
+	$(SAN_CUDA) $(BIN)/python tests/native_stress.py cuda
+	$(SAN_HIP) $(BIN)/python tests/native_stress.py hip
 
 # -- measuring, and longer searches ------------------------------------------------------------
 
