@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import pytest
+from protocol_only import ProtocolOnly
 from test_bench import Spins, launch, median, spin, within
 
 import eventapi
@@ -258,14 +259,11 @@ def test_the_hold_refuses_an_fn_that_synchronizes_its_stream(host: HostBackend) 
     assert spent - probe < probe
 
 
-def test_the_hold_needs_host_functions() -> None:
+def test_the_hold_needs_host_functions(host: HostBackend) -> None:
     from eventapi import UnsupportedError
 
-    class NoHostFunc:
-        BACKEND = "plain"
-
     with pytest.raises(UnsupportedError, match="SupportsHostFunc"):
-        eventapi.bench(lambda s: None, api=NoHostFunc(), hold_stream=True)  # type: ignore[arg-type]
+        eventapi.bench(lambda s: None, api=ProtocolOnly(host), hold_stream=True)
 
 
 def test_batch_mode_times_a_sub_microsecond_call_within_its_noise(host: HostBackend) -> None:
