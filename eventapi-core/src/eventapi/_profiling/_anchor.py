@@ -14,13 +14,12 @@ event. Readings are clamped at zero, so the anchor must lie *after* the events i
 :class:`~eventapi.EventProfiler` takes it in ``collect()``, after the windows it reads.
 
 The device clock does not run at the host clock's rate (its oscillator is a few parts per
-million off, and NTP slews the host's). Two successive anchors measure the rate between them:
-the device time from one anchor event to the next over the host time between them. An event
-that lies between the two is placed by interpolating between them, so its error is the
-anchors' own, weighted by how near it lies to each; an event before the earlier anchor is
-placed from the later one at the measured rate. Before a second anchor exists, the rate is
-taken as 1 and the bound assumes :data:`ASSUMED_DRIFT`. :class:`Placement` does the
-arithmetic and states a bound for each window it places.
+million off, and NTP slews the host's). Two anchors measure the rate between them: the device
+time from one anchor event to the other over the host time between them. Events are placed
+back from the latest anchor at the rate measured over the earlier anchor (of the last
+:data:`RATE_HISTORY`) that measures it best. Before a second anchor exists, the rate is taken
+as 1 and the bound assumes :data:`ASSUMED_DRIFT`. :class:`Placement` does the arithmetic and
+states a bound for each window it places.
 """
 
 from __future__ import annotations
@@ -93,10 +92,10 @@ A float32 keeps 24 significant bits, so a reading is rounded to within 2**-24 of
 RATE_WANDER: Final = 1e-6
 """How much the clocks' relative rate is assumed to change between two successive anchors.
 
-Placement between two anchors assumes the rate they measured held throughout; an oscillator
-warming up, or NTP adjusting the host's frequency, changes it by less than a part per million
-over the seconds to minutes between collects. The bound adds this much of an event's distance
-to the nearer anchor, which is where a change of rate would show.
+A placement assumes the rate the anchors measured held since the event; an oscillator warming
+up, or NTP adjusting the host's frequency, changes it by less than a part per million over the
+seconds to minutes between collects. The bound adds this much of an event's distance to the
+anchor it is placed from.
 """
 
 
@@ -184,33 +183,19 @@ class Placement:
     """Places device events on the host clock from the latest anchor, and bounds each placement.
 
     ``earlier`` holds earlier anchors (newest last), each with the device time from it to
-    ``anchor``. Windows are given by their device distance before ``anchor``'s event. Two ways
-    of placing are tried and the one with the smaller bound wins:
+    ``anchor``. Windows are given by their device distance before ``anchor``'s event, and are
+    placed back from it at the rate measured over the earlier anchor that measures it best (or,
+    with none, at rate 1 with :data:`ASSUMED_DRIFT`): the bound is this anchor's error plus the
+    distance times the rate's own error, plus the readings.
 
-    * between the previous anchor and this one: interpolation. Its error is the two anchors'
-      own, weighted by nearness, plus the readings, plus a change of rate inside the interval
-      (:data:`RATE_WANDER`), which would show most midway;
-    * from this anchor back, at the rate measured over the earlier anchor that measures it
-      best (or, with none, at rate 1 with :data:`ASSUMED_DRIFT`): this anchor's error plus the
-      distance times the rate's own error.
+    One rate for every window of a collect, not an interpolation between the two latest
+    anchors: an interpolation would bound a window midway between them by the anchors' errors
+    weighted by nearness rather than this anchor's plus a share of both, under half as much at
+    best, and cost every window a second placement (``docs/profiling.md`` gives the figures).
     """
 
     # Everything spans() needs, precomputed: collect() places every window it reads.
-    __slots__ = (
-        "_back_readout",
-        "_back_resolution",
-        "_back_slope",
-        "_base",
-        "_between",
-        "_between_readout",
-        "_between_resolution",
-        "_between_slope",
-        "_between_to_host",
-        "_host_ns",
-        "_interval",
-        "_to_host",
-        "_uncertainty",
-    )
+    __slots__ = ("_base", "_host_ns", "_readout", "_slope", "_to_host")
 
     def __init__(self, anchor: Anchor, earlier: tuple[Earlier, ...] = ()) -> None:
         usable = [
@@ -225,7 +210,8 @@ class Placement:
             # (host_ns +- u) / (device_ns -+ r). Its farthest from the one read is
             # (u * device_ns + host_ns * r) / (device_ns * (device_ns - r)): per device ns of
             # a window's distance back from this anchor, so over the device time, not the
-            # host's (which the anchors' own errors widen).
+            # host's (which the anchors' own errors widen). The rate may also change while
+            # the window lies back there (:data:`RATE_WANDER`).
             u = anchor.uncertainty_ns + e.anchor.uncertainty_ns
             error = (u * e.device_ns + host_ns * e.error_ns) / (
                 e.device_ns * (e.device_ns - e.error_ns)
@@ -236,101 +222,43 @@ class Placement:
             if e is usable[0] or error < rate_error:
                 rate, rate_error = e.device_ns / host_ns, error
         self._host_ns = anchor.host_ns
-        self._uncertainty = anchor.uncertainty_ns
         self._to_host = 1.0 / rate
         # A window's own distance is a reading too, off by up to a tick plus its readout share;
         # the true rate turns that into host time, and it lies within rate_error of the one
         # measured.
         worst_rate = self._to_host + rate_error
-        self._base = anchor.uncertainty_ns + TIMER_RESOLUTION_NS * worst_rate
         # The bound's growth per device ns of distance: the distance's readout, at the worst
         # rate, and the rate's own error.
-        self._back_slope = READOUT_ERROR * worst_rate + rate_error
+        self._slope = READOUT_ERROR * worst_rate + rate_error
         # A window's end lies two readings from the anchor (its start's distance less its
-        # duration), each off by a tick and its readout: beyond what its own distance adds,
-        # one more tick, and the readout of the duration twice (once in each reading), at the
-        # worst rate.
-        self._back_resolution = TIMER_RESOLUTION_NS * worst_rate
-        self._back_readout = 2 * READOUT_ERROR * worst_rate
-        previous = usable[-1] if usable else None
-        self._between = previous is not None
-        if previous is not None:
-            device_ns, reading_ns = previous.device_ns, previous.error_ns
-            host_ns = anchor.host_ns - previous.anchor.host_ns
-            self._interval = device_ns
-            self._between_to_host = host_ns / device_ns
-            # The previous anchor's own error and its interval's reading, at full weight there;
-            # the anchors' weighted error changes linearly from this anchor's to it. A reading
-            # r off the device interval moves a placement t of the way back by t times the
-            # true host interval (at most host_ns + u) times r / (device_ns - r).
-            u = anchor.uncertainty_ns + previous.anchor.uncertainty_ns
-            previous_base = previous.anchor.uncertainty_ns + reading_ns * (host_ns + u) / (
-                device_ns - reading_ns
-            )
-            # The window's own reading, as on the path back, at the fastest true rate between
-            # the two anchors.
-            worst_between = (host_ns + u) / (device_ns - reading_ns)
-            self._between_slope = (
-                previous_base - anchor.uncertainty_ns
-            ) / device_ns + READOUT_ERROR * worst_between
-            self._between_resolution = TIMER_RESOLUTION_NS * worst_between
-            self._between_readout = 2 * READOUT_ERROR * worst_between  # as _back_readout
-        else:
-            self._interval = 0
-            self._between_to_host = 0.0
-            self._between_slope = 0.0
-            self._between_resolution = 0.0
-            self._between_readout = 0.0
+        # duration), each off by a tick and its readout. Its start's bound is this anchor's
+        # error, one tick, and the slope over its distance; the end's is at most that plus a
+        # tick and the readout of the duration twice (once in each reading), at the worst
+        # rate, since its distance is the shorter. The window's bound is the end's: over the
+        # start's by less than two ticks, for a window shorter than a second.
+        self._base = anchor.uncertainty_ns + 2 * TIMER_RESOLUTION_NS * worst_rate
+        self._readout = 2 * READOUT_ERROR * worst_rate
 
     def spans(self, befores: Sequence[int], durations: Sequence[int]) -> list[tuple[int, int, int]]:
         """``(start_ns, end_ns, bound_ns)`` of each window on the host clock, in order.
 
         ``befores[i]`` is the device time from window ``i``'s start event to the anchor event,
         ``durations[i]`` from its start event to its end event. Each true host time lies within
-        ``bound_ns`` of the one returned. Both ends are placed the same way (whichever bounds
-        the window tighter), so ``end_ns - start_ns`` is ``durations[i]`` at one rate. Raises
-        :class:`ValueError` when the two sequences differ in length.
+        ``bound_ns`` of the one returned, and ``end_ns - start_ns`` is ``durations[i]`` at the
+        measured rate. Raises :class:`ValueError` when the two sequences differ in length.
         """
-        # One call for every window of a collect, with what each placement reads held in
-        # locals: a call per window and its attribute reads cost as much as the arithmetic.
+        # One call for every window of a collect, what each placement reads held in locals.
+        # An end distance is clamped at zero, as the readings are: an end the readings put
+        # after the anchor lies at it.
         host_ns, to_host, base = self._host_ns, self._to_host, self._base
-        back_slope, between, interval = self._back_slope, self._between, self._interval
-        u, slope, between_to_host = self._uncertainty, self._between_slope, self._between_to_host
-        wander, resolution, ceil = RATE_WANDER, self._between_resolution, math.ceil
-        back_resolution, back_readout = self._back_resolution, self._back_readout
-        between_readout = self._between_readout
-        placed: list[tuple[int, int, int]] = []
-        append = placed.append
-        for before_ns, duration_ns in zip(befores, durations, strict=True):
-            after_ns = before_ns - duration_ns if before_ns > duration_ns else 0
-            # From this anchor back at the measured (or assumed) rate; the bound grows with
-            # the distance, and the end's distance is two readings (see _back_resolution):
-            # the larger of the two ends' bounds is the window's.
-            rate = to_host
-            bound = base + back_slope * before_ns
-            at_end = base + back_slope * after_ns + back_resolution + back_readout * duration_ns
-            bound = at_end if at_end > bound else bound
-            if between and before_ns <= interval:
-                # Between the previous anchor and this one: interpolation, its error the two
-                # anchors' own weighted by nearness ((1 - t) * u + t * previous,
-                # t = x / interval, linear in x), plus the readings, plus a change of rate,
-                # most visible midway.
-                worst = (
-                    u
-                    + slope * before_ns
-                    + wander * (before_ns if 2 * before_ns < interval else interval - before_ns)
-                )
-                at_end = (
-                    u
-                    + slope * after_ns
-                    + wander * (after_ns if 2 * after_ns < interval else interval - after_ns)
-                    + resolution
-                    + between_readout * duration_ns
-                )
-                worst = (worst if worst > at_end else at_end) + resolution
-                if worst < bound:
-                    rate, bound = between_to_host, worst
-            # Both ends at the one rate chosen, so end - start is the duration at that rate.
-            start, end = host_ns - before_ns * rate, host_ns - after_ns * rate
-            append((round(start), round(end), ceil(bound)))
-        return placed
+        slope, readout, ceil = self._slope, self._readout, math.ceil
+        return [
+            (
+                round(host_ns - before_ns * to_host),
+                round(
+                    host_ns - (before_ns - duration_ns if before_ns > duration_ns else 0) * to_host
+                ),
+                ceil(base + slope * before_ns + readout * duration_ns),
+            )
+            for before_ns, duration_ns in zip(befores, durations, strict=True)
+        ]
