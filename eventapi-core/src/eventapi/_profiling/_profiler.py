@@ -6,7 +6,23 @@ everything closed so far, takes a fresh :class:`~eventapi.Anchor` after it (on a
 profiler's own, so it waits for nothing queued after the windows), and reads each window's
 device duration and its place on the host clock. Events come from a pool and go back to it
 after readout, so a window costs two records, not two creations; all other work (placement,
-statistics, retention) is done in ``collect()``.
+spans, statistics, retention) is done in batches in ``collect()``.
+
+A window's two edges are one frame of Python each around the backend's call (``__enter__`` and
+``__exit__``, or ``start()`` and ``stop()``): the state of a window is its own ``__slots__``,
+and the profiler's is a stack of the windows open (they nest like ``with`` blocks), a list of
+those not read back yet in the order they opened, and the pool.
+
+Threads and re-entry. A profiler is used by one thread at a time. Its readers (``collect``,
+``close``, ``summary``, ``spans``, ``table``, ``export_chrome_trace``, the first ``anchor``)
+claim it for the call; a window opened or stopped by another thread meanwhile is refused with
+:class:`~eventapi.EventStateError` naming both calls, and so is a second reader. On the
+profiler's own thread, a signal handler or a finalizer that runs inside a reader may open and
+stop windows: the reader reads what was stopped when it began, and those windows wait for the
+next collect, never dropped; a reader called from such a handler is refused, naming the one it
+interrupted. The sink is called once the profiler is released. Two threads opening and stopping
+windows at once, with no reader between them, is not detected: hold a lock of your own around
+each use to share a profiler (``docs/profiling.md``).
 
 A long-running program stays in bounded memory: :meth:`EventProfiler.summary` keeps exact
 sums and a bounded sketch per name (:mod:`eventapi._profiling._sketch`) for at most
@@ -15,6 +31,7 @@ sums and a bounded sketch per name (:mod:`eventapi._profiling._sketch`) for at m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -26,27 +43,15 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Final, Generic, NoReturn, ParamSpec, TypeVar, cast, final
 
+from .._arguments import bounded_repr, check_int
 from .._errors import EventStateError
-from .._protocol import (
-    Capabilities,
-    EventApi,
-    SupportsCaptureCheck,
-    SupportsFastPath,
-    capabilities_of,
-)
+from .._protocol import EventApi, SupportsCaptureCheck, SupportsFastPath, capabilities_of
 from .._single_owner import SingleOwner
-from ._anchor import (
-    ANCHOR_SAMPLES,
-    RATE_HISTORY,
-    Anchor,
-    Earlier,
-    Placement,
-    sample_anchor,
-)
+from ._anchor import ANCHOR_SAMPLES, RATE_HISTORY, Anchor, Earlier, Placement, sample_anchor
 from ._nvtx import Ranges, ranges_for
 from ._pool import EventPool
 from ._sketch import DurationSummary, quantile_of
-from ._span import Span, Stats, make_span
+from ._span import Span, Stats
 from ._table import stats_table
 
 __all__ = ["EventProfiler", "Span", "Stats", "Window"]
@@ -55,21 +60,24 @@ _log = logging.getLogger("eventapi")
 
 E = TypeVar("E")
 S = TypeVar("S")
-
-# Window states. A skipped window goes from _OPEN to _DONE without ever holding an event.
-_NEW: Final = -1  # made by window(), opened when its with block is entered
-_OPEN: Final = 0  # start recorded, end not yet
-_CLOSED: Final = 1  # both recorded, waiting for collect()
-_DONE: Final = 2  # read back, skipped, abandoned or discarded: holds no event
-
-_labels = itertools.count()
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
+# A window's state. A skipped one opened or stopped while the stream captured a graph: it holds
+# no event, and is on neither the stack nor the pending list.
+_NEW: Final = 0  # made by window(), opened when its with block is entered
+_OPEN: Final = 1  # start recorded, on the stack and the pending list
+_STOPPED: Final = 2  # end recorded, pending until collect() reads it
+_DONE: Final = 3  # read back, or discarded
+_SKIPPED: Final = 4  # open, but skipped: its stop records nothing
+_SKIPPED_DONE: Final = 5
 
-def _opened(window: Window[Any]) -> int:
-    return window._seq
+# Why a window's edges go the long way (EventProfiler._detour), besides a reader's
+# ``(call, thread ident)``: each edge then opens or ends a tool range too, or is refused.
+_RANGES: Final = "tool ranges"
+_CLOSED: Final = "closed"
+
+_labels = itertools.count()
 
 
 @final
@@ -83,22 +91,19 @@ class Window(SingleOwner, Generic[E]):
     capturing a graph is *skipped*: it holds no event and its :meth:`stop` and ``with`` exit do
     nothing. A window a capture began inside of is skipped too, when it stops: its end is not
     recorded. Use it on the thread that uses its profiler. It holds its profiler's events:
-    ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`.
+    ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`. Users receive windows; they
+    never build one.
     """
 
     _COPY_HINT = "stop this window once and open a new one with profiler.window(name)"
 
-    __slots__ = ("_depth", "_end", "_name", "_profiler", "_seq", "_skipped", "_start", "_state")
+    # _outer: the innermost window open when this one opened (None for an outermost one); the
+    # profiler's innermost open window links to the others through it, as a stack.
+    __slots__ = ("_end", "_name", "_outer", "_profiler", "_start", "_state")
 
     def __init__(self, profiler: EventProfiler[E, Any], name: str) -> None:
-        # Not open yet: EventProfiler._open_window records the start and fills in the rest.
         self._profiler = profiler
         self._name = name
-        self._depth = 0
-        self._seq = 0
-        self._start: E | None = None
-        self._end: E | None = None
-        self._skipped = False
         self._state = _NEW
 
     @property
@@ -109,18 +114,18 @@ class Window(SingleOwner, Generic[E]):
     @property
     def depth(self) -> int:
         """How many windows of the same profiler were open when this one opened."""
-        return self._depth
+        return _depth_of(self) if self._state else 0
 
     @property
     def skipped(self) -> bool:
         """True when the window was not (or not wholly) recorded because the stream was
         capturing a graph: as it opened, or (known once it stopped) as it stopped."""
-        return self._skipped
+        return self._state >= _SKIPPED
 
     @property
     def stopped(self) -> bool:
         """True once :meth:`stop` ran (or the window was skipped and stopped, or discarded)."""
-        return self._state > _OPEN
+        return self._state in (_STOPPED, _DONE, _SKIPPED_DONE)
 
     def stop(self) -> None:
         """Record the window's end into the stream; never waits for the device.
@@ -131,17 +136,35 @@ class Window(SingleOwner, Generic[E]):
         the capture check or the record fails, in which case the window is discarded and its
         event reused.
         """
-        self._profiler._stop(self)
+        self.__exit__(None, None, None)
 
     def __enter__(self) -> Window[E]:
-        state = self._state
-        if state == _NEW:
-            self._profiler._open_window(self, "window")
-        elif state != _OPEN:
-            raise EventStateError(
-                f"window {self._name!r} was already stopped; a window is one-shot, "
-                "open a new one with profiler.window(name)"
-            )
+        # One frame around the backend's fused call (see the module docstring): the checks
+        # that a window not opened yet, on a profiler at rest, passes.
+        prof = self._profiler
+        if self._state or prof._detour is not None:
+            prof._open_unusually(self)
+            return self
+        try:
+            event = prof._free.pop()
+        except IndexError:  # the pool is empty
+            event = prof._create()
+        try:
+            recorded = prof._record(event, prof._target)
+        except BaseException:
+            prof._free.append(event)
+            raise
+        if recorded:
+            self._start = event
+            self._outer = prof._top
+            # On the stack first, then pending: a collect on another thread that sees the
+            # window pending sees a window open, and reads only stopped ones.
+            prof._top = self
+            prof._pending.append(self)
+            self._state = _OPEN
+        else:
+            prof._free.append(event)
+            prof._skip(self)
         return self
 
     def __exit__(
@@ -150,12 +173,33 @@ class Window(SingleOwner, Generic[E]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc is not None and self._state == _OPEN:
-            # An exception skipped the stop() of windows started inside this block; abandon
-            # them rather than hide the exception under an out-of-order error.
-            self._profiler._stop_abandoning_above(self)
-        else:
-            self._profiler._stop(self)
+        # The innermost open window of a profiler at rest stops here, an exception leaving its
+        # block or not (the block ended: so did the window). Anything else goes the long way.
+        prof = self._profiler
+        if prof._top is not self or prof._detour is not None:
+            prof._stop_unusually(self, exc)
+            return
+        try:
+            event = prof._free.pop()
+        except IndexError:
+            event = prof._create()
+        try:
+            # Checked again, not left to collect(): a record into a capture would become part
+            # of the user's graph, a dependency there and no timestamp.
+            recorded = prof._record(event, prof._target)
+        except BaseException:
+            # A window without an end can never be read; dropping it keeps the windows around
+            # it stoppable. The check and the record fail alike: one fused call makes both.
+            prof._free.append(event)
+            prof._drop_top(self, _DONE)
+            raise
+        if not recorded:  # the capture began while the window was open
+            prof._free.append(event)
+            prof._drop_top(self, _SKIPPED_DONE)
+            return
+        self._end = prof._last_end = event
+        self._state = _STOPPED
+        prof._top = self._outer
 
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Decorate ``fn``: each call runs inside a fresh window of this name, as a ``with`` would.
@@ -165,43 +209,21 @@ class Window(SingleOwner, Generic[E]):
         """
         if self._state != _NEW or not callable(fn):
             raise TypeError(
-                f"window {self._name!r} cannot decorate {fn!r}: decorate a function with "
-                "@profiler.window(name), whose window is not opened yet"
+                f"window {self._name!r} cannot decorate {bounded_repr(fn)}: decorate a function "
+                "with @profiler.window(name), whose window is not opened yet"
             )
         profiler, name = self._profiler, self._name
 
         @functools.wraps(fn)
         def timed(*args: P.args, **kwargs: P.kwargs) -> R:
-            with profiler.window(name):
+            with Window(profiler, name):
                 return fn(*args, **kwargs)
 
         return timed
 
     def __repr__(self) -> str:
-        if self._state == _NEW:
-            state = "not opened"
-        elif self._skipped:
-            state = "skipped"
-        else:
-            state = ("open", "stopped", "done")[self._state]
-        return f"<Window {self._name!r} depth={self._depth} {state}>"
-
-
-def _read_fused(
-    elapsed_many: Callable[[list[E], list[E]], list[int]], starts: list[E], ends: list[E], later: E
-) -> tuple[list[int], list[int]]:
-    """Each window's duration, then how far its start lies before ``later``: one call."""
-    count = len(starts)
-    readings = elapsed_many(starts + starts, ends + [later] * count)
-    return readings[:count], readings[count:]
-
-
-def _read_apart(
-    elapsed: Callable[[E, E], int], starts: list[E], ends: list[E], later: E
-) -> tuple[list[int], list[int]]:
-    """Each window's duration, then how far its start lies before ``later``."""
-    durations = [elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
-    return durations, [elapsed(start, later) for start in starts]
+        state = ("not opened", "open", "stopped", "done", "skipped", "skipped")[self._state]
+        return f"<Window {self._name!r} depth={self.depth} {state}>"
 
 
 @final
@@ -220,28 +242,32 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     profiler retains at most ``max_spans`` collected spans (default 10,000) for export
     (:attr:`spans`; older ones are dropped and counted by :attr:`dropped_spans`). ``sink``, when
     given, is called with every span as :meth:`collect` reads it, in order, on the collecting
-    thread, so a long job can write all of them out; an exception it raises propagates from
-    that collect, and the spans after it in that batch are not passed to it.
+    thread, once the profiler is free again, so a long job can write all of them out; an
+    exception it raises propagates from that collect, and the spans after it in that batch are
+    not passed to it.
 
     The anchor is taken on a second stream that the profiler creates (at the first anchor) and
     destroys on :meth:`close`: it compares events of two streams of one device, which CUDA,
     HIP and the host backend allow, and so never waits for work queued after the windows.
 
     Threads: a profiler is used by one thread at a time. It may move between threads (a server
-    hands it from the thread that launches the work to a collector, say), but two threads in
-    its methods at once are refused: the second raises :class:`~eventapi.EventStateError`
-    naming both calls, and nothing is lost or changed by the refused call. To share one between
-    threads, hold a lock of your own around each use (``docs/profiling.md`` shows both).
-    Opening and stopping windows never blocks; :meth:`collect`, :meth:`close` and reading the
-    results (:meth:`summary`, :attr:`spans`, :meth:`table`, :meth:`export_chrome_trace`) wait
-    for the last window stopped, and the first read of :attr:`anchor` for the anchor's own
-    events.
+    hands it from the thread that launches the work to a collector, say). While one thread is
+    inside a reader (:meth:`collect`, :meth:`close`, :meth:`summary`, :attr:`spans`,
+    :meth:`table`, :meth:`export_chrome_trace`, the first read of :attr:`anchor`), another
+    thread's call is refused with :class:`~eventapi.EventStateError` naming both calls, and
+    nothing is lost or changed by the refused call. A signal handler or a finalizer that runs
+    on the profiler's own thread inside a reader may open and stop windows, which the next
+    collect reads. To share one profiler between threads, hold a lock of your own around each
+    use (``docs/profiling.md`` shows both). Opening and stopping windows never blocks;
+    :meth:`collect`, :meth:`close` and reading the results wait for the last window stopped,
+    and the first read of :attr:`anchor` for the anchor's own events.
 
     A profiler owns its events and streams: ``copy``, ``deepcopy`` and ``pickle`` raise
-    :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object,
-    :class:`~eventapi.DriverError` when the backend refuses the stream or an event, and (on a
-    driverkit backend, which checks the stream when the profiler is made)
-    :class:`~eventapi.EventStateError` for a stream that is destroyed or not the backend's.
+    :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object, or for a
+    ``label``, ``max_names`` or ``max_spans`` of the wrong type; :class:`ValueError` for a
+    negative one; :class:`~eventapi.DriverError` when the backend refuses the stream or an
+    event; and :class:`~eventapi.EventStateError` for a stream the backend refuses (destroyed,
+    or not one it can use).
     """
 
     _COPY_HINT = "share the profiler itself, or create another EventProfiler"
@@ -253,24 +279,23 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_anchor_stream",
         "_anchor_target",
         "_api",
-        "_busy",
-        "_capture_check",
+        "_at_rest",
+        "_claim",
         "_closed",
+        "_create",
+        "_detour",
         "_earlier",
         "_elapsed",
-        "_fast",
-        "_guard",
+        "_free",
         "_label",
+        "_last_end",
         "_max_names",
-        "_nvtx",
-        "_open",
         "_owns_stream",
         "_pending",
         "_pool",
-        "_read_windows",
-        "_record_into",
-        "_screened",
-        "_seq",
+        "_ranges",
+        "_read_pairs",
+        "_record",
         "_sink",
         "_skipped",
         "_spans",
@@ -278,6 +303,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_stream",
         "_summaries",
         "_target",
+        "_top",
         "_unsummarized",
     )
 
@@ -292,21 +318,21 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         sink: Callable[[Span], object] | None = None,
     ) -> None:
         capable = capabilities_of(api, "EventProfiler")  # TypeError for a non-backend
-        if max_names < 0 or max_spans < 0:
-            raise ValueError(
-                f"max_names and max_spans must be >= 0, got {max_names} and {max_spans}"
-            )
+        max_names, max_spans = _checked(label, max_names, max_spans, sink)
         # Every slot is set before anything else can fail, so the finalizer always finds them.
         self._api = api
         self._closed = True
         self._owns_stream = False
-        # Held by the call in progress: another thread's call is refused instead of interleaved.
-        # Re-entrant, so a sink that reads the summary from inside a collect is not refused.
-        self._guard = threading.RLock()
-        self._busy = ""  # the call holding the guard, named in the refusal
-        self._bind_calls(api, capable)
-        self._open: list[Window[E]] = []
+        self._label = label if label is not None else f"profiler-{next(_labels)}"
+        self._claim = threading.Lock()  # held by a reader for its call (see _reading)
+        # Why a window's edges go the long way, None when they need not (see _RANGES): the
+        # reader holding the profiler and its thread, tool ranges to open and end, or a close.
+        # Between readers it is _at_rest.
+        self._detour: object = _CLOSED
+        self._at_rest: object = _CLOSED
+        self._top: Window[E] | None = None  # the innermost open window
         self._pending: list[Window[E]] = []
+        self._last_end: E | None = None
         self._summaries: dict[str, DurationSummary] = {}
         self._max_names = max_names
         self._unsummarized = 0
@@ -319,14 +345,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._anchor_target: Any = None  # what the anchor records into (see _target)
         # Earlier anchors, seen from the latest one, to measure the clock rate over.
         self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
-        self._seq = 0
         self._skipped = 0
-        # Decided once: None unless NVTX ranges are on (cuda, with the nvtx package).
-        self._nvtx: Ranges | None = ranges_for(api.BACKEND)
-        if label is not None and type(label) is not str:
-            raise TypeError(f"label must be a str, got {label!r}")
-        self._label = label if label is not None else f"profiler-{next(_labels)}"
-        self._target: Any = None
+        self._ranges: Ranges | None = ranges_for(api.BACKEND)
+        self._bind_calls(api, capable.fast_path, capable.capture_check)
         if stream is None:
             self._stream: S = api.stream_create_non_blocking()
             self._owns_stream = True
@@ -336,8 +357,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         # handle for it (resolved once, so a foreign stream is refused here rather than at the
         # first window, and a framework's stream is not adopted again at every window).
         try:
-            fast = self._fast
-            self._target = self._stream if fast is None else fast.adopt_stream(self._stream)
+            if capable.fast_path:
+                self._target = cast("SupportsFastPath[E, Any]", api).adopt_stream(self._stream)
+            else:
+                self._target = self._stream
         except EventStateError as exc:
             self._release_everything()
             raise EventStateError(f"EventProfiler(api, stream): {exc}") from exc
@@ -345,32 +368,27 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._release_everything()
             raise
         self._closed = False
+        self._detour = self._at_rest = None if self._ranges is None else _RANGES
 
-    def _bind_calls(self, api: EventApi[E, S], capable: Capabilities) -> None:
-        # The calls the hot path makes, bound once: the fused ones where the backend has
-        # SupportsFastPath (a window opens with one call, a collect reads in one), else the
-        # plain protocol calls.
-        fast = cast("SupportsFastPath[E, Any]", api) if capable.fast_path else None
-        self._fast: SupportsFastPath[E, Any] | None = fast
-        self._record_into: Callable[[E, Any], None] = api.event_record
-        self._elapsed: Callable[[E, E], int] = api.event_elapsed
-        # Bound to the api's calls, not to this object: a bound method of its own kept in an
-        # attribute would hold the profiler in a reference cycle, and one dropped without
-        # close() would keep its stream and events until the cyclic collector ran.
-        self._read_windows: Callable[[list[E], list[E], E], tuple[list[int], list[int]]] = (
-            functools.partial(_read_apart, api.event_elapsed)
-            if fast is None
-            else functools.partial(_read_fused, fast.event_elapsed_many)
-        )
-        self._capture_check: Callable[[Any], bool] | None = (
-            cast("SupportsCaptureCheck[Any]", api).stream_is_capturing
-            if capable.capture_check
-            else None
-        )
-        self._screened: Callable[[E, Any], bool] | None = (
-            None if fast is None else fast.event_record_unless_capturing
-        )
+    def _bind_calls(self, api: EventApi[E, S], fast: bool, capture_check: bool) -> None:
+        # The calls a window's edges and a collect make, bound once: the backend's fused ones
+        # where it has SupportsFastPath, else the plain calls they stand for. Bound to the
+        # api's calls, never to this object: a bound method of its own kept in an attribute
+        # would hold the profiler in a reference cycle.
         self._pool: EventPool[E] = EventPool(api.event_create, api.event_destroy, api.BACKEND)
+        self._free = self._pool.free
+        self._create = api.event_create
+        self._elapsed = api.event_elapsed
+        if fast:
+            fused = cast("SupportsFastPath[E, Any]", api)
+            self._record: Callable[[E, Any], bool] = fused.event_record_unless_capturing
+            self._read_pairs: Callable[[list[E], list[E]], list[int]] = fused.event_elapsed_many
+            return
+        check = (
+            cast("SupportsCaptureCheck[Any]", api).stream_is_capturing if capture_check else None
+        )
+        self._record = functools.partial(_record_unless_capturing, api.event_record, check)
+        self._read_pairs = functools.partial(_read_pairs, api.event_elapsed)
 
     # -- what users read -------------------------------------------------------------------------
 
@@ -411,7 +429,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         Collects first what was stopped and not collected yet (one wait, as :meth:`collect`
         does), so it holds every window stopped so far.
         """
-        with self._using("spans"):
+        with self._reading("spans"):
             self._collect_pending()
             return tuple(self._spans)
 
@@ -431,9 +449,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """
         if self._anchor is None:
             self._check_usable("anchor")
-            with self._using("anchor"):
-                anchor, samples = self._take_anchor()
-                self._keep_anchor(anchor, samples)  # the first anchor: nothing earlier to measure
+            with self._reading("anchor"):
+                if self._anchor is None:
+                    anchor, samples = self._take_anchor()
+                    self._keep_anchor(anchor, samples)  # the first: nothing earlier to measure
         assert self._anchor is not None
         return self._anchor
 
@@ -449,8 +468,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """
         from ..trace import export_chrome_trace  # the trace machinery is loaded on first use
 
-        with self._using("export_chrome_trace"):
-            export_chrome_trace(path, self, slice_args=slice_args)
+        export_chrome_trace(path, self, slice_args=slice_args)
 
     def table(self, *, sort_by: str = "total", limit: int | None = None) -> str:
         """:meth:`summary` as a text table for people: one row per name, a header, units.
@@ -460,8 +478,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         of them. Each duration column has one unit, chosen for its largest value, so the
         column reads down. Collects what is pending first, as :meth:`summary` does.
         """
-        with self._using("table"):
-            return stats_table(self.summary(), label=self._label, sort_by=sort_by, limit=limit)
+        return stats_table(self.summary(), label=self._label, sort_by=sort_by, limit=limit)
 
     # -- windows ---------------------------------------------------------------------------------
 
@@ -473,8 +490,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         window of its own, as torch's ``record_function`` does. Nothing is recorded until then.
         Raises :class:`TypeError` for a name that is not a ``str``.
         """
-        if type(name) is not str and not isinstance(name, str):
-            raise TypeError(f"a window name must be a str, got {name!r}")
+        if not isinstance(name, str):
+            self._refuse_name(name)
         return Window(self, name)
 
     def start(self, name: str) -> Window[E]:
@@ -486,138 +503,139 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         :class:`~eventapi.DriverError` when the backend's capture check or record fails
         (nothing is left open and the event goes back to the pool).
         """
-        if type(name) is not str and not isinstance(name, str):
-            raise TypeError(f"a window name must be a str, got {name!r}")
-        window: Window[E] = Window(self, name)
-        self._open_window(window, "start")
-        return window
+        if not isinstance(name, str):
+            self._refuse_name(name)
+        return Window(self, name).__enter__()
 
-    def _open_window(self, window: Window[E], call: str) -> None:
-        guard = self._guard
-        if not guard.acquire(False):
-            self._refuse_concurrent(call)
-        try:
-            self._busy = call
-            if self._closed:
-                self._check_usable(call)
-            opened = self._open
-            window._depth = len(opened)
-            window._seq = self._seq = self._seq + 1
-            event = self._record_edge()
-            if event is None:
-                self._skip(window)
-                return
-            window._start = event
-            window._state = _OPEN
-            opened.append(window)
-            if self._nvtx is not None:
-                self._nvtx.start(window._name)
-        finally:
-            guard.release()
+    def _refuse_name(self, name: object) -> NoReturn:
+        raise TypeError(f"a window name must be a str, got {bounded_repr(name)}")
 
-    def _skip(self, window: Window[E]) -> None:
-        window._skipped = True
-        window._state = _OPEN  # open, holding nothing: its stop does nothing
-        self._skipped += 1
-
-    def _stop(self, window: Window[E]) -> None:
-        guard = self._guard
-        if not guard.acquire(False):
-            self._refuse_concurrent("Window.stop")
-        try:
-            self._busy = "Window.stop"
-            self._stop_held(window)
-        finally:
-            guard.release()
-
-    def _stop_held(self, window: Window[E]) -> None:
-        if self._closed or window._state != _OPEN or window._skipped:
-            self._stop_unusual(window)
-            return
-        opened = self._open
-        top = opened[-1]
-        if top is not window:
+    def _open_unusually(self, window: Window[E]) -> None:
+        # A window opened twice or after its stop, or a profiler not at rest: closed, with
+        # tool ranges, or held by a reader. On the reader's own thread (a signal handler or a
+        # finalizer inside it) the window opens as any other; on another it is refused.
+        self._check_usable(f"opening window {window._name!r}")
+        if window._state != _NEW:
             raise EventStateError(
-                f"window {window.name!r} stopped while {top.name!r}, opened inside it, is still "
-                f"open; stop {top.name!r} first (windows nest like with blocks)"
+                f"window {window._name!r} was already opened; a window is one-shot, open a new "
+                "one with profiler.window(name)"
             )
-        # Checked again, not left to collect(): a record into a capture would become part of
-        # the user's graph, a dependency there and no timestamp.
-        try:
-            event = self._record_edge()
-        except BaseException:
-            # A window without an end can never be read; dropping it keeps the windows
-            # around it stoppable. The check and the record fail alike: one fused call makes
-            # both, and neither recorded anything.
-            self._drop_top(window)
-            raise
-        if event is None:
-            # The capture began while the window was open: its end is not recorded.
-            self._drop_top(window)
-            window._skipped = True
-            self._skipped += 1
-            return
-        window._end = event
-        opened.pop()
-        if self._nvtx is not None:
-            self._nvtx.end()
-        window._state = _CLOSED
-        self._pending.append(window)
+        self._refuse_other_thread("EventProfiler.start")
+        self._as_edge(window.__enter__)
+        if self._ranges is not None and window._state == _OPEN:
+            self._ranges.start(window._name)
 
-    def _drop_top(self, window: Window[E]) -> None:
-        """Close the innermost open window, ``window``, without recording its end."""
-        self._open.pop()
-        if self._nvtx is not None:
-            self._nvtx.end()
-        self._discard(window)
-
-    def _stop_unusual(self, window: Window[E]) -> None:
-        # A closed profiler, a window stopped twice, or a skipped window.
+    def _stop_unusually(self, window: Window[E], exc: BaseException | None) -> None:
+        # A closed profiler, a window stopped twice or never opened, a skipped one, an inner
+        # window still open, or a profiler not at rest.
+        state = window._state
         if self._closed:
             raise EventStateError(
-                f"window {window.name!r} cannot stop: its profiler was closed, which discarded "
+                f"window {window._name!r} cannot stop: its profiler was closed, which discarded "
                 "every window still open"
             )
-        if window._state == _NEW:
+        if state == _NEW:
             raise EventStateError(
-                f"window {window.name!r} cannot stop: it was never opened; enter it with "
+                f"window {window._name!r} cannot stop: it was never opened; enter it with "
                 "`with profiler.window(name):`, or open one with profiler.start(name)"
             )
-        if window._state != _OPEN:
+        if state == _SKIPPED:
+            window._state = _SKIPPED_DONE  # nothing was recorded, nothing to record now
+            if exc is not None:
+                self._abandon_inside(window, window._outer)
+            return
+        if state != _OPEN:
             raise EventStateError(
-                f"window {window.name!r} was already stopped; a window is one-shot, "
+                f"window {window._name!r} was already stopped; a window is one-shot, "
                 "open a new one with profiler.window(name)"
             )
-        window._state = _DONE  # skipped: nothing was recorded, nothing to record now
+        self._refuse_other_thread("Window.stop")
+        top = self._top
+        if exc is not None:
+            # An exception skipped the stop() of windows started inside this block: abandon
+            # them rather than hide the exception under an out-of-order error.
+            self._abandon_inside(window, window)
+        elif top is not window:
+            assert top is not None  # the window is open, so on the stack
+            raise EventStateError(
+                f"window {window._name!r} stopped while {top._name!r}, opened inside it, is "
+                f"still open; stop {top._name!r} first (windows nest like with blocks)"
+            )
+        self._as_edge(window.stop)
+        if self._ranges is not None and window._state == _STOPPED:
+            self._ranges.end()
 
-    def _stop_abandoning_above(self, window: Window[E]) -> None:
-        """Discard the windows still open inside ``window``, then stop it: one guarded call."""
-        with self._using("Window.stop"):
-            self._abandon_above(window)
-            self._stop_held(window)
+    def _as_edge(self, edge: Callable[[], object]) -> None:
+        # The edge's own frame, run as on a profiler at rest: the caller took the long way's
+        # decisions (a reader on this thread, tool ranges).
+        detour, self._detour = self._detour, None
+        try:
+            edge()
+        finally:
+            self._detour = detour
 
-    def _abandon_above(self, window: Window[E]) -> None:
-        # Windows nest: those opened after ``window`` and still open are the top of the stack.
-        # A skipped window is not on it, but the windows opened inside it once a capture
-        # ended are.
-        opened = self._open
-        index = len(opened)
-        while index and opened[index - 1]._seq > window._seq:
-            index -= 1
-        above = opened[index:]
-        del opened[index:]
-        if self._nvtx is not None:
-            self._nvtx.end(len(above))
+    def _skip(self, window: Window[E]) -> None:
+        # Not on the stack, but what was open when it opened is known: an exception leaving
+        # its block abandons what opened inside it.
+        window._outer = self._top
+        window._state = _SKIPPED
+        self._skipped += 1
+
+    def _drop_top(self, window: Window[E], state: int) -> None:
+        """Close the innermost open window, ``window``, without recording its end."""
+        self._top = window._outer
+        if self._ranges is not None:
+            self._ranges.end()
+        self._discard(window)
+        if state == _SKIPPED_DONE:
+            window._state = _SKIPPED_DONE
+            self._skipped += 1
+
+    def _open_windows(self) -> list[Window[E]]:
+        """The windows open, innermost first."""
+        opened: list[Window[E]] = []
+        top = self._top
+        while top is not None:
+            opened.append(top)
+            top = top._outer
+        return opened
+
+    def _abandon_inside(self, window: Window[E], outer: Window[E] | None) -> None:
+        # Windows nest: those opened inside ``window`` and still open lie above ``outer`` on
+        # the stack (``window`` itself, or for a skipped one what was open when it opened).
+        opened = self._open_windows()
+        if outer is not None and outer not in opened:
+            return  # what was open around it was stopped since: nothing inside is open
+        above = opened[: opened.index(outer)] if outer is not None else opened
+        if not above:
+            return
+        self._top = outer
+        if self._ranges is not None:
+            self._ranges.end(len(above))
         for inner in above:
             self._discard(inner)
-        if above:
-            _log.warning(
-                "%s: window %r exited with an exception while %s opened inside it were still "
-                "open; those were discarded",
-                self._label,
-                window.name,
-                ", ".join(repr(w.name) for w in above),
-            )
+        _log.warning(
+            "%s: window %r exited with an exception while %s opened inside it were still open; "
+            "those were discarded",
+            self._label,
+            window._name,
+            ", ".join(repr(w._name) for w in reversed(above)),
+        )
+
+    def _discard(self, window: Window[E]) -> None:
+        """Mark ``window`` done, take it off the pending list, and give its events back.
+
+        Once: a window open is also pending, and a close discards both kinds.
+        """
+        state = window._state
+        if state == _DONE:
+            return
+        window._state = _DONE
+        with contextlib.suppress(ValueError):  # a collect on another thread read it already
+            self._pending.remove(window)
+        self._free.append(window._start)
+        if state == _STOPPED:
+            self._free.append(window._end)
 
     # -- readout ---------------------------------------------------------------------------------
 
@@ -633,8 +651,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         :class:`~eventapi.EventStateError` after :meth:`close`.
         """
         self._check_usable("collect")
-        with self._using("collect"):
-            return self._collect()
+        with self._reading("collect"):
+            spans = self._collect()
+        self._to_sink(spans)
+        return spans
 
     def summary(self) -> dict[str, Stats]:
         """Statistics of every window stopped so far, by name, in first-collected order.
@@ -645,86 +665,82 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         are not in it. At most ``max_names`` names (see :attr:`unsummarized`); each in bounded
         memory, with the exactness :class:`Stats` states.
         """
-        with self._using("summary"):
-            self._collect_pending()
-            return self._stats()
-
-    def _stats(self) -> dict[str, Stats]:
-        stats: dict[str, Stats] = {}
-        for name, summary in self._summaries.items():
-            ranks = summary.ranks()
-            count = summary.count
-            stats[name] = Stats(
-                count=count,
-                total_ns=summary.total_ns,
-                min_ns=summary.min_ns,
-                median_ns=quantile_of(ranks, count, 0.5),
-                mean_ns=summary.total_ns // count,
-                max_ns=summary.max_ns,
-                rank_error=summary.rank_error,
-                _ranks=ranks,
-            )
+        with self._reading("summary"):
+            spans = self._collect_pending()
+            stats = {name: _stats_of(summary) for name, summary in self._summaries.items()}
+        self._to_sink(spans)
         return stats
 
     def _collect(self) -> list[Span]:
+        # With the profiler claimed. Reads the windows stopped when it began: windows a signal
+        # handler or a finalizer opens or stops meanwhile, on this thread, stay pending.
         pending = self._pending
-        if not pending:
+        taken = len(pending)
+        if not taken:
             return []
-        last_end = pending[-1]._end
-        assert last_end is not None  # a pending window holds both events
-        # One stream, in order: reaching the last end means every earlier record was reached.
-        # The anchor, on the profiler's own stream, is recorded only after this returns, so it
-        # lies after every window and waits for nothing queued behind them.
-        self._api.event_wait(last_end)
+        if self._top is not None:  # windows still open stay pending
+            windows = [w for w in pending[:taken] if w._state == _STOPPED]
+            if not windows:
+                return []
+        else:
+            windows = pending[:taken]
+        # One stream, in order: reaching the last end recorded means every earlier record was
+        # reached. The anchor, on the profiler's own stream, is recorded only after this
+        # returns, so it lies after every window and waits for nothing queued behind them.
+        self._api.event_wait(self._last_end)  # type: ignore[arg-type]
         anchor, samples = self._take_anchor()
         try:
             reference = samples[0]
             earlier = self._earlier_than(reference)
-            # Windows are pending in the order they stopped; spans go out in the order they
-            # opened (the same order unless windows nest, and sorting sorted runs is linear).
-            windows = sorted(pending, key=_opened)
-            # The anchor lies after every window, so no reading of how far before it a window
-            # started is clamped.
-            starts: list[E] = [w._start for w in windows]  # type: ignore[misc]
-            ends: list[E] = [w._end for w in windows]  # type: ignore[misc]
-            durations, befores = self._read_windows(starts, ends, reference)
-            placed = Placement(anchor, earlier).spans(befores, durations)
+            starts: list[E] = [w._start for w in windows]
+            ends: list[E] = [w._end for w in windows]
+            count = len(windows)
+            # Each window's duration, then how far its start lies before the anchor: one call.
+            readings = self._read_pairs(starts + starts, ends + [reference] * count)
+            placed = Placement(anchor, earlier).spans(readings[count:], readings[:count])
             label = self._label
             spans = [
-                make_span(window._name, start_ns, end_ns, duration_ns, window._depth, label, bound)
-                for window, duration_ns, (start_ns, end_ns, bound) in zip(
-                    windows, durations, placed, strict=True
+                Span(
+                    w._name,
+                    start_ns,
+                    end_ns,
+                    duration_ns,
+                    0 if w._outer is None else _depth_of(w),
+                    label,
+                    bound_ns,
+                )
+                for w, duration_ns, (start_ns, end_ns, bound_ns) in zip(
+                    windows, readings, placed, strict=False
                 )
             ]
         except BaseException:
             self._release_all(samples)
             raise
         self._keep_anchor(anchor, samples, earlier)
-        self._finish(pending, starts, ends, spans)
-        return spans
-
-    def _finish(
-        self, pending: list[Window[E]], starts: list[E], ends: list[E], spans: list[Span]
-    ) -> None:
-        """Every reading succeeded: only now do the windows give their events back."""
-        free = self._pool.free
+        # Every reading succeeded: only now do the windows leave the list and give their
+        # events back. What a handler added to the list meanwhile stays.
+        if count == taken:
+            del pending[:taken]
+        else:
+            for w in windows:
+                w._state = _DONE
+            pending[:taken] = [w for w in pending[:taken] if w._state != _DONE]
+        free = self._free
         free.extend(starts)
         free.extend(ends)
-        for window in pending:
-            window._start = window._end = None
-            window._state = _DONE
-        pending.clear()
         self._account(spans)
+        return spans
 
     def _account(self, spans: list[Span]) -> None:
-        """Add ``spans`` to the summary and the retained spans, then hand them to the sink."""
+        """Add ``spans`` to the summary and the retained spans."""
         # Grouped by name first: each name's summary then takes its durations in one call.
         durations: dict[str, list[int]] = {}
         for span in spans:
             of_name = durations.get(span.name)
             if of_name is None:
-                of_name = durations[span.name] = []
-            of_name.append(span.duration_ns)
+                durations[span.name] = [span.duration_ns]
+            else:
+                of_name.append(span.duration_ns)
         summaries = self._summaries
         for name, of_name in durations.items():
             summary = summaries.get(name)
@@ -744,6 +760,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             summary.extend(of_name)
         self._spans.extend(spans)
         self._spans_seen += len(spans)
+
+    def _to_sink(self, spans: list[Span]) -> None:
+        # Once the profiler is free: a sink may read the profiler, or open windows.
         sink = self._sink
         if sink is not None:
             for span in spans:
@@ -756,8 +775,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             # adopted, so that a failed adopt is tried again by the next collect.
             if self._anchor_stream is None:
                 self._anchor_stream = self._api.stream_create_non_blocking()
-            stream, fast = self._anchor_stream, self._fast
-            self._anchor_target = stream if fast is None else fast.adopt_stream(stream)
+            stream = self._anchor_stream
+            capable = capabilities_of(self._api, "EventProfiler")
+            self._anchor_target = (
+                cast("SupportsFastPath[E, Any]", self._api).adopt_stream(stream)
+                if capable.fast_path
+                else stream
+            )
         samples: list[E] = []
         try:
             for _ in range(ANCHOR_SAMPLES):
@@ -786,7 +810,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     ) -> None:
         """Make ``anchor`` the latest; keep its event (``samples[0]``) to measure the next one."""
         if self._anchor_event is not None:
-            self._pool.release(self._anchor_event)
+            self._free.append(self._anchor_event)
         self._anchor_event = samples.pop(0)
         self._release_all(samples)
         self._anchor = anchor
@@ -808,29 +832,30 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """
         if self._closed:
             return
-        with self._using("close"):
+        spans: list[Span] = []
+        with self._reading("close"):
             try:
-                if self._open and not self._pending:
-                    # Nothing else will wait: let the stream reach what was recorded before
-                    # its events are destroyed.
-                    newest = self._open[-1]._start
-                    assert newest is not None
-                    self._api.event_wait(newest)
-                self._collect()
+                if self._top is not None:
+                    # The latest start of a window still open: the stream reaches it before
+                    # its events are destroyed (the collect waits for the ends).
+                    self._api.event_wait(self._top._start)
+                spans = self._collect()
             except Exception:
                 self._close_now()
                 raise
-            # An interrupt (KeyboardInterrupt, SystemExit) propagates with nothing released: the
-            # windows stopped stay pending, so a later close() (or summary()) still reads them.
+            # An interrupt (KeyboardInterrupt, SystemExit) propagates with nothing released:
+            # the windows stopped stay pending, so a later close() (or summary()) reads them.
             self._close_now()
+        self._to_sink(spans)
 
     def _close_now(self) -> None:
         self._closed = True
-        if self._open:
+        opened = self._open_windows()
+        if opened:
             _log.warning(
                 "%s: profiler closed with windows still open (%s); they were discarded",
                 self._label,
-                ", ".join(repr(w.name) for w in self._open),
+                ", ".join(repr(w._name) for w in reversed(opened)),
             )
         self._release_everything()
 
@@ -861,28 +886,30 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     def __repr__(self) -> str:
         state = (
-            "closed" if self._closed else f"{len(self._open)} open, {len(self._pending)} pending"
+            "closed"
+            if self._closed
+            else f"{len(self._open_windows())} open, {len(self._pending)} pending"
         )
         return f"<EventProfiler {self._label} {state}>"
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
-    def _collect_pending(self) -> None:
+    def _collect_pending(self) -> list[Span]:
         """What the readers do first: collect what was stopped and not collected yet."""
         if self._pending and not self._closed:
-            self._collect()
+            return self._collect()
+        return []
 
-    def _using(self, call: str) -> _Using:
-        """A ``with`` holding the profiler for ``call``; refuses it while another thread is in."""
-        return _Using(self, call)
+    def _reading(self, call: str) -> _Reading:
+        """A ``with`` claiming the profiler for the reader ``call`` (see the module docstring)."""
+        return _Reading(self, call)
 
-    def _refuse_concurrent(self, call: str) -> NoReturn:
-        raise EventStateError(
-            f"{self._label}: EventProfiler.{call} refused: another thread is inside "
-            f"EventProfiler.{self._busy or 'a call'} on the same profiler. A profiler is used by "
-            "one thread at a time: hand it from one thread to the other between calls, or hold "
-            "a lock of your own around every use of it (see docs/profiling.md)"
-        )
+    def _refuse_other_thread(self, call: str) -> None:
+        # An edge while a reader holds the profiler: allowed on the reader's own thread (a
+        # handler or a finalizer inside it), refused on another.
+        held = self._detour
+        if type(held) is tuple and held[1] != threading.get_ident():
+            raise EventStateError(_refusal(self._label, call, held[0]))
 
     def _check_usable(self, call: str) -> None:
         if self._closed:
@@ -890,63 +917,24 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"{self._label}: {call} on a closed EventProfiler; create a new profiler"
             )
 
-    def _record_edge(self) -> E | None:
-        """A pool event recorded into the stream: a window's start or end.
-
-        None, recording nothing and taking no event, while the stream is capturing a graph.
-        With the fast path and a free event, the capture check and the record are one backend
-        call, back to back; otherwise the check comes first, so that a window skipped or refused
-        creates no event. A failure gives the event back to the pool and raises.
-        """
-        free = self._pool.free
-        screened = self._screened
-        if screened is not None and free:
-            event = free.pop()
-            try:
-                recorded = screened(event, self._target)
-            except BaseException:
-                free.append(event)
-                raise
-            if recorded:
-                return event
-            free.append(event)
-            return None
-        capture_check = self._capture_check
-        if capture_check is not None and capture_check(self._target):
-            return None
-        pool = self._pool
-        event = pool.acquire()
-        try:
-            self._record_into(event, self._target)
-        except BaseException:
-            pool.release(event)
-            raise
-        return event
-
-    def _discard(self, window: Window[E]) -> None:
-        """Mark ``window`` done and give its events back to the pool."""
-        window._state = _DONE
-        for event in (window._start, window._end):
-            if event is not None:
-                self._pool.release(event)
-        window._start = window._end = None
-
     def _release_all(self, events: list[E]) -> None:
-        for event in events:
-            self._pool.release(event)
+        self._free.extend(events)
         events.clear()
 
     def _release_everything(self) -> None:
-        if self._nvtx is not None:
-            self._nvtx.end_all()
-        for window in (*self._open, *self._pending):
+        # Every later edge goes the long way, and is refused there.
+        self._detour = self._at_rest = _CLOSED
+        if self._ranges is not None:
+            self._ranges.end_all()
+        for window in (*self._open_windows(), *self._pending):
             self._discard(window)
-        self._open.clear()
+        self._top = None
         self._pending.clear()
         if self._anchor_event is not None:
-            self._pool.release(self._anchor_event)
+            self._free.append(self._anchor_event)
             self._anchor_event = None
         self._pool.close()
+        self._free = self._pool.free
         streams = [self._anchor_stream] if self._anchor_stream is not None else []
         self._anchor_stream = None
         if self._owns_stream:
@@ -962,8 +950,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
 
 @final
-class _Using:
-    """Holds a profiler's guard for one call; see :meth:`EventProfiler._using`."""
+class _Reading:
+    """Claims a profiler for one reader call; see :meth:`EventProfiler._reading`."""
 
     __slots__ = ("_call", "_profiler")
 
@@ -973,9 +961,88 @@ class _Using:
 
     def __enter__(self) -> None:
         profiler = self._profiler
-        if not profiler._guard.acquire(False):
-            profiler._refuse_concurrent(self._call)
-        profiler._busy = self._call
+        if not profiler._claim.acquire(False):
+            held = profiler._detour
+            holder = held[0] if type(held) is tuple else "a reader"
+            if type(held) is tuple and held[1] == threading.get_ident():
+                raise EventStateError(
+                    f"{profiler._label}: EventProfiler.{self._call} refused: EventProfiler."
+                    f"{holder} is running on this thread, and a signal handler or a finalizer "
+                    "called this from inside it; make the call after it returned"
+                )
+            raise EventStateError(_refusal(profiler._label, f"EventProfiler.{self._call}", holder))
+        profiler._detour = (self._call, threading.get_ident())
 
     def __exit__(self, *exc: object) -> None:
-        self._profiler._guard.release()
+        profiler = self._profiler
+        profiler._detour = profiler._at_rest
+        profiler._claim.release()
+
+
+def _stats_of(summary: DurationSummary) -> Stats:
+    ranks = summary.ranks()
+    count = summary.count
+    return Stats(
+        count=count,
+        total_ns=summary.total_ns,
+        min_ns=summary.min_ns,
+        median_ns=quantile_of(ranks, count, 0.5),
+        mean_ns=summary.total_ns // count,
+        max_ns=summary.max_ns,
+        rank_error=summary.rank_error,
+        _ranks=ranks,
+    )
+
+
+def _record_unless_capturing(
+    record: Callable[[Any, Any], None],
+    capturing: Callable[[Any], bool] | None,
+    event: Any,
+    stream: Any,
+) -> bool:
+    """A window's edge by the plain calls: the capture check (where the backend has one), then
+    the record; False, recording nothing, while the stream captures a graph."""
+    if capturing is not None and capturing(stream):
+        return False
+    record(event, stream)
+    return True
+
+
+def _read_pairs(
+    elapsed: Callable[[Any, Any], int], starts: list[Any], ends: list[Any]
+) -> list[int]:
+    """``elapsed(starts[i], ends[i])`` for each ``i``: a collect's readings by the plain call."""
+    return [elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
+
+
+def _checked(label: object, max_names: object, max_spans: object, sink: object) -> tuple[int, int]:
+    """The constructor's bounds, once its arguments are checked (TypeError, ValueError)."""
+    names = check_int(max_names, "EventProfiler: max_names", minimum=0)
+    spans = check_int(max_spans, "EventProfiler: max_spans", minimum=0)
+    if spans > sys.maxsize:  # what a deque can hold
+        raise ValueError(f"EventProfiler: max_spans must be at most {sys.maxsize}")
+    if label is not None and type(label) is not str:
+        raise TypeError(f"EventProfiler: label must be a str, got {bounded_repr(label)}")
+    if sink is not None and not callable(sink):
+        raise TypeError(f"EventProfiler: sink must be callable, got {bounded_repr(sink)}")
+    return names, spans
+
+
+def _refusal(label: str, call: str, holder: str) -> str:
+    """Why ``call`` is refused while another thread is inside the reader ``holder``."""
+    return (
+        f"{label}: {call} refused: another thread is inside EventProfiler.{holder} on the same "
+        "profiler. A profiler is used by one thread at a time: hand it from one thread to the "
+        "other between calls, or hold a lock of your own around every use of it (see "
+        "docs/profiling.md)"
+    )
+
+
+def _depth_of(window: Window[Any]) -> int:
+    """How many windows were open when ``window`` opened: the length of its chain of outers."""
+    depth = 0
+    outer = window._outer
+    while outer is not None:
+        depth += 1
+        outer = outer._outer
+    return depth

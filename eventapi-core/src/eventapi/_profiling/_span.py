@@ -5,13 +5,13 @@ Frozen dataclasses: users receive them and never build one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, final
+from typing import final
 
+from .._arguments import bounded_repr, check_real
 from ._sketch import quantile_of
 
-__all__ = ["Span", "Stats", "make_span"]
+__all__ = ["Span", "Stats"]
 
 
 @final
@@ -21,10 +21,10 @@ class Span:
 
     ``start_ns`` and ``end_ns`` are :func:`time.perf_counter_ns` values: where the window's two
     events lie on the host clock. Each lies within ``uncertainty_ns`` of the host time at which
-    the device stamped its event: the bound adds the anchors' uncertainty (weighted by how
-    near the event lies to each of the two anchors around it), the timer's resolution and
-    readout error, and what the distance to the anchor adds through the clock-rate estimate
-    (or, before the rate is measured, through the assumed drift; see ``docs/profiling.md``).
+    the device stamped its event: the bound adds the anchor's uncertainty, the timer's resolution
+    and readout error, and what the distance to the anchor adds through the clock-rate
+    estimate (or, before the rate is measured, through the assumed drift; see
+    ``docs/profiling.md``).
 
     ``duration_ns`` is the device's own reading between the two events. ``end_ns - start_ns``
     is that reading converted at the measured clock rate, so the two differ by
@@ -76,36 +76,11 @@ class Stats:
         ``quantile(0.5)`` is ``median_ns``; ``quantile(0)`` and ``quantile(1)`` are ``min_ns`` and
         ``max_ns``. Raises :class:`ValueError` for ``q`` outside [0, 1].
         """
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"a quantile lies in [0, 1], got {q!r}")
-        if q == 0.0:
+        number = check_real(q, "Stats.quantile: q")
+        if not 0.0 <= number <= 1.0:
+            raise ValueError(f"a quantile lies in [0, 1], got {bounded_repr(q)}")
+        if number == 0.0:
             return self.min_ns
-        if q == 1.0:
+        if number == 1.0:
             return self.max_ns
-        return quantile_of(self._ranks, self.count, q)
-
-
-def _span_maker() -> Callable[[str, int, int, int, int, str, int], Span]:
-    # collect() builds a Span per window. A frozen dataclass's __init__ sets each field through
-    # object.__setattr__ looked up by name, about twice what setting the slots directly
-    # costs; with no __post_init__ to run, setting them directly builds the same value.
-    new = object.__new__
-    fields = ("name", "start_ns", "end_ns", "duration_ns", "depth", "stream", "uncertainty_ns")
-    name, start, end, duration, depth, stream, bound = (Span.__dict__[f].__set__ for f in fields)
-
-    def make(n: str, s_ns: int, e_ns: int, d_ns: int, level: int, label: str, u_ns: int) -> Span:
-        span: Span = new(Span)
-        name(span, n)
-        start(span, s_ns)
-        end(span, e_ns)
-        duration(span, d_ns)
-        depth(span, level)
-        stream(span, label)
-        bound(span, u_ns)
-        return span
-
-    return make
-
-
-make_span: Final = _span_maker()
-"""Builds a :class:`Span` from its fields in order, the same value ``Span(...)`` builds."""
+        return quantile_of(self._ranks, self.count, number)

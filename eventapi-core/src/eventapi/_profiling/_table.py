@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from .._arguments import bounded_repr, check_int
 from ._span import Stats
 
 __all__ = ["SORT_KEYS", "stats_table"]
@@ -48,10 +49,12 @@ def stats_table(
     Raises :class:`ValueError` for a ``sort_by`` not in :data:`SORT_KEYS` or a negative
     ``limit``.
     """
-    if sort_by not in SORT_KEYS:
-        raise ValueError(f"sort_by must be one of {', '.join(SORT_KEYS)}; got {sort_by!r}")
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    if type(sort_by) is not str or sort_by not in SORT_KEYS:
+        raise ValueError(
+            f"table: sort_by must be one of {', '.join(SORT_KEYS)}; got {bounded_repr(sort_by)}"
+        )
+    if limit is not None:
+        limit = check_int(limit, "table: limit (an int >= 0, or None)", minimum=0)
     if sort_by == "name":
         rows = sorted(stats.items())
     else:
