@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, ClassVar, Final, Generic, NoReturn, TypeVar, cast, final
 
+from ._arguments import bounded_repr, check_real
 from ._errors import CaptureError, DriverError, EventStateError, UnsupportedError
 from ._gil import release_gil
 from ._protocol import (
@@ -62,12 +63,16 @@ _POLL_MAX_S = 1e-3
 # driver's spin would burn all of it.
 _SPIN_NS = 100_000
 
-# A fence's state: recorded, observed reached (it stays reached), closed; and recorded on a
-# backend without event_query, whose waits go straight to event_wait.
+# A fence's state: recorded, observed reached (it stays reached), closed; and recorded but
+# waited on and closed the long way: its backend has no event_query (a wait goes straight to
+# event_wait), or it holds keep_alive objects to drop.
 _PENDING: Final = 0
 _REACHED: Final = 1
 _CLOSED: Final = 2
-_UNQUERIED: Final = 3
+_PENDING_LONG: Final = 3
+
+# The backend classes whose fences take the short way: a fused create-and-record and a query.
+_FUSED: set[type] = set()
 
 
 @final
@@ -94,7 +99,7 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     _api: EventApi[E, S]
     _event: E
-    _keep_alive: tuple[object, ...] | None
+    _keep_alive: tuple[object, ...] | None  # set only when held (see _PENDING_LONG)
     _state: int
 
     # sys.is_finalizing, read from the class by __del__, which must read no module global at
@@ -125,14 +130,10 @@ class EventFence(SingleOwner, Generic[E, S]):
         """
         # Before anything is created: it may raise. (An empty iterable that is truthy, an
         # exhausted generator, still gives None.)
-        held = (tuple(keep_alive) or None) if keep_alive else None
-        # The class's capabilities, cached: capabilities_of asks and caches the first time.
+        held = _held(keep_alive) if keep_alive else None
         try:
-            capable = _by_class[type(api)]
-        except KeyError:
-            capable = capabilities_of(api, "EventFence.record")
-        try:
-            if capable.fast_path:
+            if type(api) in _FUSED or _fuses(api):
+                state = _PENDING
                 try:
                     event = api.event_record_new(stream)  # type: ignore[attr-defined]
                 except EventStateError:
@@ -143,6 +144,8 @@ class EventFence(SingleOwner, Generic[E, S]):
                 if event is None:
                     _refuse_capturing(api, stream)
             else:
+                capable = _by_class[type(api)]  # asked by _fuses()
+                state = _PENDING if capable.event_query else _PENDING_LONG
                 event = _record_new(api, stream, capable.capture_check)
         except EventStateError as exc:
             # The backend names its own call; the user made this one.
@@ -155,8 +158,10 @@ class EventFence(SingleOwner, Generic[E, S]):
         fence: EventFence[E, S] = _new(cls)
         fence._api = api
         fence._event = event
-        fence._keep_alive = held
-        fence._state = _PENDING if capable.event_query else _UNQUERIED
+        fence._state = state
+        if held is not None:
+            fence._keep_alive = held
+            fence._state = _PENDING_LONG
         return fence
 
     # -- properties -----------------------------------------------------------------------------
@@ -206,10 +211,9 @@ class EventFence(SingleOwner, Generic[E, S]):
             return
         try:
             # Never blocks: work done or nearly done, the common case, returns from here.
-            # (_PENDING: the backend has event_query.)
+            # (_PENDING: the backend has event_query, and nothing is held to drop.)
             if self._api.event_query(self._event):  # type: ignore[attr-defined]
                 self._state = _REACHED
-                self._keep_alive = None
                 return
             self._block()
         except EventStateError:
@@ -364,10 +368,11 @@ class EventFence(SingleOwner, Generic[E, S]):
         A wait in progress on another thread finishes normally: the backend destroys the event
         when it returns. A destroy failure is logged on the ``eventapi`` logger.
         """
-        if self._state == _CLOSED:
-            return
+        if self._state >= _CLOSED:
+            if self._state == _CLOSED:
+                return
+            self._keep_alive = None  # _PENDING_LONG may hold it
         self._state = _CLOSED
-        self._keep_alive = None
         try:
             # Two closes racing on two threads both get here: a second destroy is a no-op.
             self._api.event_destroy(self._event)
@@ -464,19 +469,11 @@ class EventFence(SingleOwner, Generic[E, S]):
 
 def _seconds(timeout: object) -> float:
     """A wait's ``timeout`` as seconds, or :class:`TypeError` / :class:`ValueError` naming it."""
-    try:
-        if not hasattr(type(timeout), "__float__"):  # a str converts, but is no number
-            raise TypeError
-        seconds = float(timeout)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise TypeError(
-            "EventFence.wait: timeout must be a number of seconds, or None to wait as long as "
-            f"it takes; got a {type(timeout).__name__}"
-        ) from None
-    if not seconds >= 0:  # negative, or NaN
+    seconds = check_real(timeout, "EventFence.wait: timeout", unit="seconds")
+    if seconds < 0:
         raise ValueError(
             "EventFence.wait: timeout must be a number of seconds >= 0, or None to wait as long "
-            f"as it takes; got {seconds!r}"
+            f"as it takes; got {bounded_repr(timeout)}"
         )
     return seconds
 
@@ -514,3 +511,28 @@ def _log_destroy_failed(api: EventApi[Any, Any], event: object, when: str) -> No
         when,
         exc_info=True,
     )
+
+
+def _held(keep_alive: Iterable[object]) -> tuple[object, ...] | None:
+    """``keep_alive`` as a tuple, None when empty; :class:`TypeError` when it is no iterable."""
+    try:
+        return tuple(keep_alive) or None
+    except TypeError:
+        if hasattr(type(keep_alive), "__iter__"):
+            raise  # an iterable that failed: its own error
+        raise TypeError(
+            "EventFence.record: keep_alive must be an iterable of the objects to hold (a tuple "
+            f"or a list), not {type(keep_alive).__qualname__} {bounded_repr(keep_alive)}"
+        ) from None
+
+
+def _fuses(api: object) -> bool:
+    """Whether fences of ``api``'s class take the short way (see _FUSED); asks it the first time.
+
+    Raises :class:`TypeError` when ``api`` is not a backend object.
+    """
+    capable = capabilities_of(api, "EventFence.record")
+    if capable.fast_path and capable.event_query:
+        _FUSED.add(type(api))
+        return True
+    return False
