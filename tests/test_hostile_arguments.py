@@ -26,7 +26,7 @@ import pytest
 from kit_run import KIT, run_pytest
 
 import eventapi
-from eventapi import EventStateError, Span
+from eventapi import EventFence, EventProfiler, EventStateError, Span, Stats
 from eventapi.driverkit import (
     DriverCalls,
     Stream,
@@ -113,6 +113,22 @@ def _libc() -> ctypes.CDLL:
     library = open_driver_library(["libc.so.6"])
     assert library is not None
     return library
+
+
+def _profiling(scene: Scene, use: Callable[[EventProfiler[Any, Any]], object]) -> object:
+    with EventProfiler(scene.host, scene.stream) as prof:
+        return use(prof)
+
+
+def _summarized(prof: EventProfiler[Any, Any]) -> Stats:
+    with prof.window("w"):
+        pass
+    return prof.summary()["w"]
+
+
+def _fence(scene: Scene, use: Callable[[EventFence[Any, Any]], object]) -> object:
+    with EventFence.record(scene.host, scene.stream) as fence:
+        return use(fence)
 
 
 Call = Callable[[Scene], object]
@@ -546,6 +562,113 @@ CASES = [
         lambda s: s.result().compare(1.5),
         TypeError,
         "other must be a BenchResult",
+    ),
+    # eventapi.EventProfiler, Window and Stats
+    case(
+        "EventProfiler",
+        "label-deep",
+        lambda s: EventProfiler(s.host, s.stream, label=DEEP),  # type: ignore[arg-type]
+        TypeError,
+        "label must be a str",
+    ),
+    case(
+        "EventProfiler",
+        "max_names-nan",
+        lambda s: EventProfiler(s.host, s.stream, max_names=float("nan")),  # type: ignore[arg-type]
+        TypeError,
+        "max_names must be an int",
+    ),
+    case(
+        "EventProfiler",
+        "max_names-decimal-nan",
+        lambda s: EventProfiler(s.host, s.stream, max_names=NAN),  # type: ignore[arg-type]
+        TypeError,
+        "max_names must be an int",
+    ),
+    case(
+        "EventProfiler",
+        "max_names-bool",
+        lambda s: EventProfiler(s.host, s.stream, max_names=True),
+        TypeError,
+        "max_names must be an int",
+    ),
+    case(
+        "EventProfiler",
+        "max_spans-huge",
+        lambda s: EventProfiler(s.host, s.stream, max_spans=10**400),
+        ValueError,
+        "max_spans must be at most",
+    ),
+    case(
+        "EventProfiler",
+        "sink-float",
+        lambda s: EventProfiler(s.host, s.stream, sink=1.5),  # type: ignore[arg-type]
+        TypeError,
+        "sink must be callable",
+    ),
+    case(
+        "EventProfiler.window",
+        "name-deep",
+        lambda s: _profiling(s, lambda prof: prof.window(DEEP)),  # type: ignore[arg-type]
+        TypeError,
+        "a window name must be a str",
+    ),
+    case(
+        "EventProfiler.start",
+        "name-huge-bytes",
+        lambda s: _profiling(s, lambda prof: prof.start(HUGE.encode())),  # type: ignore[arg-type]
+        TypeError,
+        "a window name must be a str",
+    ),
+    case(
+        "EventProfiler.table",
+        "sort_by-deep",
+        lambda s: _profiling(s, lambda prof: prof.table(sort_by=DEEP)),  # type: ignore[arg-type]
+        ValueError,
+        "sort_by must be one of",
+    ),
+    case(
+        "EventProfiler.table",
+        "limit-nan",
+        lambda s: _profiling(s, lambda prof: prof.table(limit=float("nan"))),  # type: ignore[arg-type]
+        TypeError,
+        "limit (an int >= 0, or None) must be an int",
+    ),
+    case(
+        "Stats.quantile",
+        "q-decimal-nan",
+        lambda s: _profiling(s, lambda prof: _summarized(prof).quantile(NAN)),  # type: ignore[arg-type]
+        ValueError,
+        "q must be a finite number",
+    ),
+    case(
+        "Stats.quantile",
+        "q-str",
+        lambda s: _profiling(s, lambda prof: _summarized(prof).quantile("x")),  # type: ignore[arg-type]
+        TypeError,
+        "q must be a number",
+    ),
+    # eventapi.EventFence
+    case(
+        "EventFence.record",
+        "keep_alive-float",
+        lambda s: EventFence.record(s.host, s.stream, keep_alive=1.5),  # type: ignore[arg-type]
+        TypeError,
+        "keep_alive must be an iterable",
+    ),
+    case(
+        "EventFence.wait",
+        "timeout-bool",
+        lambda s: _fence(s, lambda fence: fence.wait(timeout=True)),
+        TypeError,
+        "timeout must be a number of seconds",
+    ),
+    case(
+        "EventFence.wait",
+        "timeout-decimal-nan",
+        lambda s: _fence(s, lambda fence: fence.wait(timeout=NAN)),  # type: ignore[arg-type]
+        ValueError,
+        "timeout must be a finite number of seconds",
     ),
 ]
 
