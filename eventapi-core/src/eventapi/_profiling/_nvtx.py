@@ -19,20 +19,29 @@ attaches as NVTX defines it: NVTX loads the library that ``NVTX_INJECTION64_PATH
 Nsight Systems sets for the programs it runs), or one already in the process exports
 ``InitializeInjectionNvtx2_fnptr``. Without one every NVTX call returns at once, so the ranges
 would reach nobody and would only cost each window their two calls. Nothing here imports
-``nvtx`` before a ``cuda`` profiler is created.
+``nvtx`` before a ``cuda`` profiler is created, nor without a tool attached.
+
+The decision runs on a daemon thread of its own, which every constructor that needs it waits
+for: an import is the one place where Ctrl-C (delivered to the main thread only) could leave
+CPython's import locks held against the other threads building their first profilers. On a
+thread of its own the import always finishes; an interrupted constructor raises
+:class:`KeyboardInterrupt` from its wait, and the next profiler finds the answer.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import logging
 import os
-from typing import Any, Final, Protocol, final
+import threading
+from collections.abc import Callable
+from typing import Any, Final, Generic, Protocol, TypeVar, final
 
 __all__ = ["DOMAIN", "Ranges", "ranges_for"]
 
 _log = logging.getLogger("eventapi")
+
+T = TypeVar("T")
 
 DOMAIN: Final = "eventapi"
 """The NVTX domain of the windows' ranges (Nsight Systems groups ranges by domain)."""
@@ -52,8 +61,9 @@ class _Domain(Protocol):
     def end_range(self, range_id: int, /) -> None: ...
 
 
-@functools.cache
-def _domain() -> Any:
+def _nvtx_domain() -> Any:
+    if not _tool_attached():  # no one listening: not even the import
+        return None
     try:
         # Through importlib: the package ships partial type information, and the profiler
         # uses only three calls of it.
@@ -61,7 +71,7 @@ def _domain() -> Any:
     except ImportError:
         return None
     try:
-        if not nvtx.enabled() or not _tool_attached():  # NVTX_DISABLE, or no one listening
+        if not nvtx.enabled():  # NVTX_DISABLE
             return None
         return nvtx.get_domain(DOMAIN)
     except Exception:  # a broken install must not stop profiling: windows work without it
@@ -82,17 +92,61 @@ def _tool_attached() -> bool:
     return hasattr(process, "InitializeInjectionNvtx2_fnptr")
 
 
+def _roctx_domain() -> _Domain | None:
+    from ._roctx import domain  # ctypes only, and only for hip
+
+    return domain()
+
+
+@final
+class _Decided(Generic[T]):
+    """A value decided once per process, on a daemon thread of its own (see the module)."""
+
+    __slots__ = ("_decide", "_done", "_name", "_started", "_value")
+
+    def __init__(self, name: str, decide: Callable[[], T | None]) -> None:
+        self._name = name
+        self._decide = decide
+        self._done = threading.Event()
+        self._started = False
+        self._value: T | None = None
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def get(self) -> T | None:
+        """The value, deciding it first (waiting for the thread that does) if need be."""
+        if not self._done.is_set():
+            if not self._started:
+                # Started before it is marked: an interrupt in between leaves it unmarked, and
+                # the next caller starts another (a second decision finds the same answer).
+                threading.Thread(target=self._run, name=self._name, daemon=True).start()
+                self._started = True
+            self._done.wait()
+        return self._value
+
+    def _run(self) -> None:
+        try:
+            self._value = self._decide()
+        except Exception:  # a broken install must not stop profiling: windows work without it
+            _log.warning("%s failed; windows get no tool ranges", self._name, exc_info=True)
+        finally:
+            self._done.set()
+
+    def _after_fork(self) -> None:
+        # A child has no copy of a deciding thread: it decides again if the parent had not.
+        if not self._done.is_set():
+            self._started = False
+
+
+_DECIDED: Final = {
+    "cuda": _Decided("eventapi-nvtx", _nvtx_domain),
+    "hip": _Decided("eventapi-roctx", _roctx_domain),
+}
+
+
 def ranges_for(backend: str) -> Ranges | None:
     """The tool ranges for a profiler on ``backend``; None when they are off (see the module)."""
-    domain: _Domain | None
-    if backend == "cuda":
-        domain = _domain()
-    elif backend == "hip":
-        from ._roctx import domain as roctx_domain  # ctypes only, and only for hip
-
-        domain = roctx_domain()
-    else:
-        return None
+    decided = _DECIDED.get(backend)
+    domain = None if decided is None else decided.get()
     return None if domain is None else Ranges(domain)
 
 
