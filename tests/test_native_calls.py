@@ -188,3 +188,48 @@ def test_an_integer_the_driver_cannot_take_is_refused_not_cut_down(kind: DriverN
         "lost success": "ValueError",
     }
     assert result["live"] == [0, 0]
+
+
+# A destroy on a thread the driver cannot give the context to fails before the driver destroys
+# anything; the handle is closed for the caller, and its driver event is kept for the object's
+# own finalizer to destroy, on a thread that can (the main one here).
+_DESTROY_WITHOUT_A_CONTEXT = f"""
+import gc, json, sys, threading
+from pathlib import Path
+sys.path.insert(0, {str(TESTS)!r})
+import eventapi
+from emulated_driver import EmulatedDriver
+
+api = eventapi.backend("cuda")
+emu = EmulatedDriver("cuda", Path("libcuda.so.1"))
+event = api.event_create()
+before = emu.live_handles().events
+refused = []
+
+def destroy():
+    emu.inject_fault("cuCtxSetCurrent", code=201)  # CUDA_ERROR_INVALID_CONTEXT
+    try:
+        api.event_destroy(event)
+    except eventapi.DriverError as exc:
+        refused.append(exc.call)
+    emu.clear_faults()
+
+thread = threading.Thread(target=destroy)
+thread.start()
+thread.join()
+closed = list(api.live_handles())
+kept = emu.live_handles().events
+del event
+gc.collect()
+print(json.dumps({{"refused": refused, "closed": closed, "before": before, "kept": kept,
+                  "after": emu.live_handles().events}}))
+"""
+
+
+def test_a_destroy_that_cannot_bind_the_context_leaves_the_driver_event_to_the_finalizer() -> None:
+    build()
+    result = run_json(_DESTROY_WITHOUT_A_CONTEXT, preload_env("cuda"))
+    assert result["refused"] == ["cuCtxSetCurrent"], result
+    assert result["closed"][:2] == [0, 0], result  # closed for the caller
+    assert result["kept"] == result["before"], result  # the driver's event is not lost ...
+    assert result["after"] == result["before"] - 1, result  # ... the finalizer destroyed it

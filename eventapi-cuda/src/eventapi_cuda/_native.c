@@ -301,7 +301,10 @@ static int release(Handle *h) {
         b->spares[b->spare_count++] = raw;
         return 1;
     }
-    if (!enter(b, event ? "event_destroy" : "stream_destroy", EVENT_DESTROY)) return 0;
+    if (!enter(b, event ? "event_destroy" : "stream_destroy", EVENT_DESTROY)) {
+        h->raw = raw; /* kept: the object's dealloc tries again, maybe on a thread that can */
+        return 0;
+    }
     status_t status;
     if (event) {
         status = CALL(EVENT_DESTROY, handle_fn)(raw);
