@@ -33,7 +33,7 @@ EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
 
 .PHONY: all check test lint typecheck pytest conformance ci test-support test-installs \
 	test-browser test-torch test-matrix matrix-one test-storm sanitize wheelhouse fuzz soak \
-	emulated native bench docs dist clean
+	emulated native bench size docs dist clean
 
 all: test
 
@@ -271,6 +271,10 @@ SOAK_SECONDS ?= 600
 soak: $(STAMP) emulated
 	$(BIN)/python benchmarks/soak.py host --seconds $(SOAK_SECONDS)
 	$(PRELOAD_CUDA) $(BIN)/python benchmarks/soak.py cuda --seconds $(SOAK_SECONDS)
+
+# The core's lines of code (statements: no docstrings, comments or blank lines), by part.
+size:
+	python3 benchmarks/core_size.py
 
 # Every performance figure as a ratio, side by side in one run; ARGS="--load 2" runs it beside
 # two busy processes, ARGS="--json FILE" keeps the figures for comparison across commits.
