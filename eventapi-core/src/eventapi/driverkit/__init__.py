@@ -56,11 +56,11 @@ The ``_raw_*`` contract (what a subclass spells):
 * ``_raw_event_elapsed_ns`` returns the driver's reading unclamped; the base clamps.
   ``_raw_event_elapsed_ns_many`` (optional) makes many readings in one call, for a profiler's
   collect; the default calls ``_raw_event_elapsed_ns`` for each, and a backend overrides it
-  where the binding can be called in a tighter loop (:meth:`DriverCalls.each`).
+  where its driver reads many in one call.
 * With :class:`CaptureCheckMixin`, ``_raw_event_record_unless_capturing`` (optional) makes the
   capture check and, unless the stream captures, the record: a profiler's window opens and
-  stops with it. The default calls the two raw methods; a backend overrides it where the binding can
-  make both calls in one step (:meth:`DriverCalls.record_unless_capturing`).
+  stops with it. The default calls the two raw methods; a backend overrides it where its driver
+  can make both calls in one step.
 
 What a subclass may call besides (its protected surface): :meth:`DriverBackend._hold_stream`
 and :meth:`DriverBackend._hold_event`, context managers that resolve a handle (or adopt a

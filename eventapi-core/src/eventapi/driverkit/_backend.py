@@ -168,8 +168,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """``_raw_event_elapsed_ns(starts[i], ends[i])`` for each ``i``, in order, unclamped.
 
         Raises the first reading's :class:`~eventapi.DriverError`. Override it where the
-        binding's call can be made in a tighter loop than one raw call per reading (on a
-        binding whose calls return ``(status, value)``, :meth:`DriverCalls.each` is that loop).
+        driver reads many pairs in one call.
         """
         read = self._raw_event_elapsed_ns
         return [read(start, end) for start, end in zip(starts, ends, strict=True)]
@@ -201,8 +200,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
         :meth:`_raw_stream_is_capturing`, then :meth:`_raw_event_record`: what a profiler's
         window makes as it opens and as it stops. A backend may override it to make the same
-        two calls in one step (in C, or on a binding whose calls return a status first with
-        :meth:`DriverCalls.record_unless_capturing`), which spares the Python between them.
+        two calls in one step (in C, say), which spares the Python between them.
         """
         if self._raw_stream_is_capturing(stream):
             return False

@@ -130,13 +130,7 @@ class DriverCalls:
         Raises :class:`~eventapi.DriverError` when the status is not success (0), or at once,
         without calling, once the device context was lost (:attr:`lost`).
         """
-        lost = self.lost
-        if lost is not None:
-            raise self._lost_again(lost, fn)
-        try:
-            result = fn(*args)
-        except RuntimeError as exc:
-            raise self.unreachable(fn, exc) from exc
+        result = self._run(fn, *args)
         status = result[0]
         if status:
             raise self.error(_call_name(fn), status)
@@ -153,27 +147,15 @@ class DriverCalls:
     ) -> bool:
         """``is_capturing(stream)``, then, unless the stream captures, ``record(event, stream)``.
 
-        For a profiler's window, whose capture check and record are made back to back: the
-        checks of two calls of this object, in one. ``is_capturing`` returns
+        For a profiler's window, whose capture check and record are made back to back, each
+        checked as calling this object checks it. ``is_capturing`` returns
         ``(status, capture_status)``, where any true (nonzero) capture status means capturing,
         and ``record`` returns ``(status,)``. True when recorded; False when the stream captures
         (nothing recorded). Raises as calling this object does, naming the call that failed.
         """
-        lost = self.lost
-        if lost is not None:
-            raise self._lost_again(lost, is_capturing)
-        fn: Callable[..., Any] = is_capturing  # the call a failure is reported for
-        try:
-            status, capturing = is_capturing(stream)
-            if not status:
-                if capturing:
-                    return False
-                fn = record
-                status = record(event, stream)[0]
-        except RuntimeError as exc:
-            raise self.unreachable(fn, exc) from exc
-        if status:
-            raise self.error(_call_name(fn), status)
+        if self(is_capturing, stream):
+            return False
+        self(record, event, stream)
         return True
 
     def each(
@@ -182,39 +164,31 @@ class DriverCalls:
         """``fn(firsts[i], seconds[i])`` for each ``i``, in order; the one value each returns.
 
         For a call whose result is ``(status, value)``, made many times in a row (the readings
-        of a profiler's collect): the same checks as calling this object, without its generality
-        per call. Raises :class:`~eventapi.DriverError` at the first failure, and
+        of a profiler's collect), each checked as calling this object checks it. Raises
+        :class:`~eventapi.DriverError` at the first failure, making no call after it, and
         :class:`ValueError` when the two sequences differ in length.
         """
-        lost = self.lost
-        if lost is not None:
-            raise self._lost_again(lost, fn)
-        values: list[Any] = []
-        append = values.append
-        try:
-            for first, second in zip(firsts, seconds, strict=True):
-                status, value = fn(first, second)
-                if status:
-                    raise self.error(_call_name(fn), status)
-                append(value)
-        except RuntimeError as exc:
-            raise self.unreachable(fn, exc) from exc
-        return values
+        return [self(fn, first, second) for first, second in zip(firsts, seconds, strict=True)]
 
     def ready(self, fn: Callable[..., Any], *args: object) -> bool:
         """Call a query: True on success, False on the not-ready status, else raise."""
-        lost = self.lost
-        if lost is not None:
-            raise self._lost_again(lost, fn)
-        try:
-            status = fn(*args)[0]
-        except RuntimeError as exc:
-            raise self.unreachable(fn, exc) from exc
+        status = self._run(fn, *args)[0]
         if not status:
             return True
         if status == self._not_ready:
             return False
         raise self.error(_call_name(fn), status)
+
+    def _run(self, fn: Callable[..., Any], *args: object) -> Any:
+        # What the binding returns for fn(*args): the status first. Not called once the
+        # context is lost; a binding that cannot reach the driver raises RuntimeError.
+        lost = self.lost
+        if lost is not None:
+            raise self._lost_again(lost, fn)
+        try:
+            return fn(*args)
+        except RuntimeError as exc:
+            raise self.unreachable(fn, exc) from exc
 
     def wait(
         self, synchronize: Callable[..., Any], query: Callable[..., Any], handle: object
@@ -458,7 +432,7 @@ def foreign_stream_handle(
         return None
     if isinstance(stream, int):
         return stream if 0 <= stream < 1 << 64 else None
-    if native and isinstance(stream, native):
+    if isinstance(stream, native):
         native_handle: int = int(stream)  # type: ignore[call-overload]
         return native_handle
     for name in protocols:
