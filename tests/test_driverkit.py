@@ -40,7 +40,6 @@ from eventapi.driverkit import (
     LiveHandles,
     Stream,
 )
-from eventapi.driverkit._handles import NO_RAW
 
 
 @final
@@ -159,7 +158,7 @@ def test_an_event_destroyed_during_a_call_is_destroyed_when_the_call_returns(
 
     assert api.raw_calls("event_destroy") == [(raw,)]
     given_up: object = event._raw
-    assert given_up is NO_RAW
+    assert given_up is None
     api.stream_destroy(stream)
 
 

@@ -19,7 +19,6 @@ from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 
 from .._arguments import bounded_repr
 from .._errors import CaptureError, DriverError, EventStateError
-from ._handles import NO_RAW as _NO_RAW
 from ._handles import OWED, RE, RELEASED, RS, Event, LiveHandles, Stream, _Handle
 
 __all__ = ["DriverBackend"]
@@ -217,7 +216,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         # destroyed with what it holds (docs/errors.md). One landing between the driver's return
         # and the store loses the driver's handle: a compiled backend creates straight into its
         # own handle type instead (eventapi_cuda).
-        event: Event[RE] = Event(_NO_RAW, self)  # type: ignore[arg-type]
+        event: Event[RE] = Event(None, self)  # type: ignore[arg-type]
         self._open(event)
         try:
             event._raw = self._raw_event_create()
@@ -429,7 +428,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def stream_create_non_blocking(self) -> Stream[RS]:
         """Create a stream that does not synchronize with the legacy default stream."""
         self._ensure_thread("stream_create_non_blocking")
-        stream: Stream[RS] = Stream(_NO_RAW, self, owned=True)  # type: ignore[arg-type]
+        stream: Stream[RS] = Stream(None, self, owned=True)  # type: ignore[arg-type]
         self._open(stream)  # as in event_create: counted before, given its raw handle after
         try:
             stream._raw = self._raw_stream_create_non_blocking()
@@ -534,7 +533,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _abandon(self, handle: _Handle) -> None:
         # A create raised (or was interrupted): if the driver's handle reached the wrapper it is
         # destroyed, else there is nothing to release and the wrapper is only uncounted.
-        if handle._raw is _NO_RAW:
+        if handle._raw is None:
             self._forget(handle)
             return
         try:
@@ -627,7 +626,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             if not event._recorded:
                 self._refuse_unrecorded(event, call)
             return self
-        if type(event) is not Event or event._owner is None:
+        if type(event) is not Event:
             self._refuse_foreign(event, call, Event)
         owner = event._owner
         if not self._shares_handles_with(owner):
@@ -758,7 +757,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         # leaves it to the wrapper's finalizer (_collect); one between them loses it, the
         # window a compiled backend's own handle type closes (eventapi_cuda).
         raw = handle._raw
-        if raw is _NO_RAW or self._forked or self._gone:
+        if raw is None or self._forked or self._gone:
             # Never created, or taken already; or created by the parent process, whose driver
             # state this child must not touch (the parent still owns the handle and destroys it
             # there); or left by an interrupt until after _last_handle_gone released what the
@@ -770,7 +769,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             return
         if not getattr(self._tls, "bound", False):
             self._ensure_thread("event_destroy" if is_event else "stream_destroy")
-        handle._raw = _NO_RAW
+        handle._raw = None
         if is_event:
             self._raw_event_destroy(raw)
         else:
@@ -798,7 +797,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         # flight now, since a call holds the handle, so whatever count such an interrupt left
         # behind is void.
         with self._lock:
-            if handle._users == RELEASED or (handle._closed and handle._raw is _NO_RAW):
+            if handle._users == RELEASED or (handle._closed and handle._raw is None):
                 return  # released already, or never opened (nothing counted, nothing held)
             owed = handle._closed  # closed by a destroy that was deferred or interrupted
             if owed and handle._users != OWED:

@@ -15,7 +15,7 @@ from .._errors import EventStateError
 if TYPE_CHECKING:
     from ._backend import DriverBackend
 
-__all__ = ["NO_RAW", "OWED", "RE", "RELEASED", "RS", "Event", "LiveHandles", "Stream"]
+__all__ = ["OWED", "RE", "RELEASED", "RS", "Event", "LiveHandles", "Stream"]
 
 RE = TypeVar("RE")
 RS = TypeVar("RS")
@@ -28,18 +28,6 @@ class LiveHandles(NamedTuple):
     streams: int
 
 
-@final
-class _NoRaw:
-    """The raw handle of a wrapper whose driver create has not returned yet."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<not created>"
-
-
-NO_RAW: Final = _NoRaw()
-
 # What _Handle._users holds besides a count of calls under way: a wrapper whose driver handle
 # is released, so that its finalizer has nothing to do; and one counted gone and claimed by a
 # destroy that has not released its driver handle yet. The destroy takes the driver handle out
@@ -50,14 +38,18 @@ OWED: Final = -2
 
 
 class _Handle:
-    """State shared by event and stream handles; guarded by the owning backend's lock."""
+    """State shared by event and stream handles; guarded by the owning backend's lock.
+
+    ``_raw`` is the driver's handle, or None before the driver's create returned and once the
+    driver's destroy took it (a raw handle is never None).
+    """
 
     __slots__ = ("__weakref__", "_closed", "_owner", "_raw", "_users")
 
     _raw: Any
-    _owner: DriverBackend[Any, Any] | None
+    _owner: DriverBackend[Any, Any]
 
-    def __init__(self, raw: object, owner: DriverBackend[Any, Any] | None, *, opened: bool) -> None:
+    def __init__(self, raw: object, owner: DriverBackend[Any, Any], *, opened: bool) -> None:
         self._raw = raw
         self._owner = owner
         # A handle the backend creates starts closed, and is opened and counted in one step
@@ -74,7 +66,7 @@ class _Handle:
     @property
     def backend(self) -> str:
         """The name of the backend this handle belongs to."""
-        return self._owner.BACKEND if self._owner is not None else "?"
+        return self._owner.BACKEND
 
     # One driver handle, one owner: a copy would be a second owner whose finalizer destroys the
     # handle under the first (a use-after-free on a real device), and a pickle would carry a
@@ -117,11 +109,7 @@ class Event(_Handle, Generic[RE]):
     _raw: RE
 
     def __init__(self, raw: RE, owner: DriverBackend[RE, Any], *, opened: bool = False) -> None:
-        # _Handle.__init__'s assignments, made here: a fence creates an event per record.
-        self._raw = raw
-        self._owner = owner
-        self._closed = not opened
-        self._users = 0
+        super().__init__(raw, owner, opened=opened)
         self._recorded = False
 
     @property
@@ -146,7 +134,7 @@ class Event(_Handle, Generic[RE]):
             owner = self._owner
         except AttributeError:  # an __init__ that never ran, or was interrupted
             return
-        if owner is not None and not type(owner)._is_finalizing():
+        if not type(owner)._is_finalizing():
             owner._collect(self)
 
 
@@ -200,8 +188,7 @@ class Stream(_Handle, Generic[RS]):
         destroy it only after the work launched on it through the other library is done.
         Calling it on a destroyed stream raises :class:`~eventapi.EventStateError`.
         """
-        owner = self._owner
-        if owner is None or owner._exported_handle(self._raw) is None:
+        if self._owner._exported_handle(self._raw) is None:
             raise AttributeError(
                 f"{self!r} has no __cuda_stream__: only cuda and hip streams can be handed to "
                 "a framework through that protocol"
@@ -209,13 +196,12 @@ class Stream(_Handle, Generic[RS]):
         return self._export
 
     def _export(self) -> tuple[int, int]:
-        owner = self._owner
-        if self._closed or owner is None:
+        if self._closed:
             raise EventStateError(
                 f"{self!r}.__cuda_stream__() refused: the stream was destroyed, so its handle "
                 "means nothing; hand the framework a live stream"
             )
-        handle = owner._exported_handle(self._raw)
+        handle = self._owner._exported_handle(self._raw)
         assert handle is not None  # the property checked: a backend answers per class
         return (0, handle)
 
