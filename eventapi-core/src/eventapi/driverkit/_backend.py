@@ -73,8 +73,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         # flag or a counter, so re-entry cannot observe one half-done.
         self._lock = threading.RLock()
         self._tls = threading.local()
-        self._live_events = 0
-        self._live_streams = 0
+        self._live: dict[type[_Handle], int] = {Event: 0, Stream: 0}
         self._forked = False
         self._lost_logged = False
         self._finalized = False  # __del__ ran
@@ -210,20 +209,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def event_create(self) -> Event[RE]:
         """Create a timing-enabled event. See :meth:`eventapi.EventApi.event_create`."""
-        self._ensure_thread("event_create")
-        # The wrapper exists, open and counted, before the driver call, and takes the raw handle
-        # as the create returns: an interrupt before leaves a wrapper holding nothing, after, one
-        # destroyed with what it holds (docs/errors.md). One landing between the driver's return
-        # and the store loses the driver's handle: a compiled backend creates straight into its
-        # own handle type instead (eventapi_cuda).
         event: Event[RE] = Event(None, self)  # type: ignore[arg-type]
-        self._open(event)
-        try:
-            event._raw = self._raw_event_create()
-        except BaseException:
-            self._abandon(event)
-            raise
-        return event
+        return self._create(event, self._raw_event_create, "event_create")
 
     def event_destroy(self, event: Event[RE] | object) -> None:
         """Release an event; a second call is a no-op. Deferred while another call uses it.
@@ -326,25 +313,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
             try:
                 self._raw_event_record(event._raw, raw_stream)
             except BaseException:
-                self._record_failed(event)
+                self._abandon(event, "record")
                 raise
             event._recorded = True
             return event
         finally:
             self._leave(stream)
-
-    def _record_failed(self, event: Event[RE]) -> None:
-        # The record of event_record_new's event failed: the event goes back to the driver, so
-        # nothing leaks, and the record's error is the one raised; never raises.
-        try:
-            self._close(event)
-        except Exception:
-            _log.warning(
-                "%s: destroying %r after its record failed did not succeed; the event is abandoned",
-                self.BACKEND,
-                event,
-                exc_info=True,
-            )
 
     def event_record_unless_capturing(
         self, event: Event[RE] | object, stream: Stream[RS] | object
@@ -418,24 +392,15 @@ class DriverBackend(ABC, Generic[RE, RS]):
             return
         if type(self)._is_finalizing():
             return  # the driver frees what is left at exit
-        with self._lock:
-            self._finalized = True
-            last = not (self._live_events or self._live_streams or self._gone)
-            self._gone = self._gone or last
-        if last:
-            self._last_handle_gone()
+        self._finalized = True
+        self._after_uncount()
 
     def stream_create_non_blocking(self) -> Stream[RS]:
         """Create a stream that does not synchronize with the legacy default stream."""
-        self._ensure_thread("stream_create_non_blocking")
         stream: Stream[RS] = Stream(None, self, owned=True)  # type: ignore[arg-type]
-        self._open(stream)  # as in event_create: counted before, given its raw handle after
-        try:
-            stream._raw = self._raw_stream_create_non_blocking()
-        except BaseException:
-            self._abandon(stream)
-            raise
-        return stream
+        return self._create(
+            stream, self._raw_stream_create_non_blocking, "stream_create_non_blocking"
+        )
 
     def stream_destroy(self, stream: Stream[RS] | object) -> None:
         """Release a stream this backend created; a second call is a no-op.
@@ -473,8 +438,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def live_handles(self) -> LiveHandles:
         """Events and streams this backend object created and has not destroyed yet."""
         with self._lock:
-            events, streams = self._live_events, self._live_streams
-        return LiveHandles(events, streams)
+            return LiveHandles(self._live[Event], self._live[Stream])
 
     # -- what a subclass may call -------------------------------------------------------------
 
@@ -520,44 +484,38 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._bind_thread()
             tls.bound = True
 
-    def _open(self, handle: _Handle) -> None:
-        # Opened and counted together, so a wrapper is counted exactly while its finalizer
-        # would release it.
+    def _create(self, handle: H, create: Callable[[], object], call: str) -> H:
+        # The wrapper exists, open and counted, before the driver call, and takes the raw handle
+        # as the create returns: an interrupt before leaves a wrapper holding nothing, after, one
+        # destroyed with what it holds (docs/errors.md). One landing between the driver's return
+        # and the store loses the driver's handle: a compiled backend creates straight into its
+        # own handle type instead (eventapi_cuda). Opened and counted together, so a wrapper is
+        # counted exactly while its finalizer would release it.
+        self._ensure_thread(call)
         with self._lock:
-            if type(handle) is Event:
-                self._live_events += 1
-            else:
-                self._live_streams += 1
+            self._live[type(handle)] += 1
             handle._closed = False
+        try:
+            handle._raw = create()
+        except BaseException:
+            self._abandon(handle, "create")
+            raise
+        return handle
 
-    def _abandon(self, handle: _Handle) -> None:
-        # A create raised (or was interrupted): if the driver's handle reached the wrapper it is
-        # destroyed, else there is nothing to release and the wrapper is only uncounted.
-        if handle._raw is None:
-            self._forget(handle)
-            return
+    def _abandon(self, handle: _Handle, step: str) -> None:
+        # The handle's create or record failed (or was interrupted): it goes back to the driver
+        # (a wrapper the create never reached holds nothing, and is only counted gone), so
+        # nothing leaks, and the caller raises the failure; never raises.
         try:
             self._close(handle)
         except Exception:
             _log.warning(
-                "%s: destroying %r after its create was interrupted failed",
+                "%s: destroying %r after its %s failed did not succeed; it is abandoned",
                 self.BACKEND,
                 handle,
+                step,
                 exc_info=True,
             )
-
-    def _forget(self, handle: _Handle) -> None:
-        # The driver's create failed (or was interrupted): nothing to release, only to uncount.
-        with self._lock:
-            if handle._closed:
-                return
-            handle._closed = True
-            handle._users = RELEASED
-            if type(handle) is Event:
-                self._live_events -= 1
-            else:
-                self._live_streams -= 1
-        self._after_uncount()
 
     def _own(self, handle: object, call: str, kind: type[H]) -> H:
         # ``handle`` as this object's handle of ``kind``; anything else is refused.
@@ -726,10 +684,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         # the driver's destroy takes it (_release_raw), so an interrupt between this section and
         # that destroy leaves it to the wrapper's finalizer (_collect); the counts stay exact.
         handle._users = OWED
-        if type(handle) is Event:
-            self._live_events -= 1
-        else:
-            self._live_streams -= 1
+        self._live[type(handle)] -= 1
 
     def _release_counted_gone(self, handle: _Handle) -> None:
         # The driver's part of a destroy whose _count_gone ran. Released once it returns (a
@@ -741,12 +696,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
             self._after_uncount()
 
     def _after_uncount(self) -> None:
-        # A handle was counted gone and its driver handle released. Once the object itself
-        # was finalized (collected in a reference cycle with handles of its own, whose
-        # finalizers run in no set order), the last one out runs _last_handle_gone.
+        # A handle was counted gone and its driver handle released, or the object itself was
+        # finalized. Once it was (collected, maybe in a reference cycle with handles of its
+        # own, whose finalizers run in no set order), the last one out runs _last_handle_gone.
         if self._finalized:
             with self._lock:
-                last = not (self._live_events or self._live_streams or self._gone)
+                last = not (any(self._live.values()) or self._gone)
                 self._gone = self._gone or last
             if last:
                 self._last_handle_gone()
