@@ -12,6 +12,7 @@ checks these functions on draws of known distributions.
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 from functools import lru_cache
@@ -43,13 +44,8 @@ def median_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | No
     ``1 - 2 P(B <= l - 1)``, ``B ~ Binomial(n, 1/2)``, at least ``confidence``, and ``l`` is the
     largest rank for which it does. ``None`` when no such interval exists (n < 6 at 95 %).
     """
-    if n < 1:
-        return None
-    alpha = (1.0 - confidence) / 2.0
-    k = _last_tail_rank(n, alpha)
-    if k < 0:
-        return None
-    return k + 1, n - k
+    k = _last_tail_rank(n, (1.0 - confidence) / 2.0)
+    return None if k < 0 else (k + 1, n - k)
 
 
 def _last_tail_rank(n: int, alpha: float) -> int:
@@ -94,13 +90,9 @@ def trend(readings: list[int]) -> bool:
     their correction makes the test slower to call a trend, never quicker. Needs n >= 3.
     """
     n = len(readings)
-    s = 0
-    for i in range(n - 1):
-        x = readings[i]
-        for y in readings[i + 1 :]:
-            s += (y > x) - (y < x)
-    variance = n * (n - 1) * (2 * n + 5) / 18
-    if s == 0 or variance <= 0:
+    s = sum((y > x) - (y < x) for x, y in itertools.combinations(readings, 2))
+    if s == 0:  # as many pairs rise as fall (none do below 2 readings)
         return False
+    variance = n * (n - 1) * (2 * n + 5) / 18
     z = (abs(s) - 1) / math.sqrt(variance)  # continuity correction
     return z > _Z_TRENDS
