@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Final, Literal, final
 
 from .._arguments import bounded_repr, check_real
@@ -137,12 +137,12 @@ class BenchResult:
                 f"compare: other must be a BenchResult (what eventapi.bench returns), not "
                 f"{type(other).__qualname__} {bounded_repr(other)}"
             )
-        mine = _bounds(self)
-        theirs = _bounds(other)
+        mine = _widened(self._sorted, self.resolution_ns, _EACH_SIDE)
+        theirs = _widened(other._sorted, other.resolution_ns, _EACH_SIDE)
         ratio = self.median_ns / other.median_ns if other.median_ns > 0 else math.inf
         if mine is None or theirs is None:
             return Comparison(ratio=ratio, low=None, high=None)
-        low = mine[0] / theirs[1] if theirs[1] > 0 else 0.0
+        low = max(0, mine[0]) / theirs[1] if theirs[1] > 0 else 0.0
         high = mine[1] / theirs[0] if theirs[0] > 0 else math.inf
         return Comparison(ratio=ratio, low=low, high=high)
 
@@ -191,20 +191,20 @@ class BenchResult:
 
     def as_dict(self) -> dict[str, object]:
         """Every field but the sorted copy, JSON-ready (tuples as lists)."""
-        out: dict[str, object] = {}
-        for name in BenchResult.__dataclass_fields__:
-            if name.startswith("_"):
-                continue
-            value = getattr(self, name)
-            out[name] = list(value) if isinstance(value, tuple) else value
-        return out
+        values = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}
 
 
-def _bounds(result: BenchResult) -> tuple[int, int] | None:
-    bounds = median_interval(result._sorted, _EACH_SIDE)
-    if bounds is None:
-        return None
-    return max(0, bounds[0] - result.resolution_ns), bounds[1] + result.resolution_ns
+def _widened(
+    ordered: tuple[int, ...], resolution_ns: int, confidence: float = CONFIDENCE
+) -> tuple[int, int] | None:
+    """The median's interval at ``confidence``, widened by ``resolution_ns`` on each side.
+
+    Its low end may lie below zero: the noise is measured around the median before the interval
+    is clamped at zero.
+    """
+    bounds = median_interval(ordered, confidence)
+    return None if bounds is None else (bounds[0] - resolution_ns, bounds[1] + resolution_ns)
 
 
 def duration_text(ns: int) -> str:
@@ -221,8 +221,8 @@ def summarize(
     """Sorted readings, the median, its noise and its interval (``None`` below 6 readings)."""
     ordered = tuple(sorted(readings))
     median = nearest_rank(ordered, 0.5)
-    bounds = median_interval(ordered)
-    if bounds is None:
+    widened = _widened(ordered, resolution_ns)
+    if widened is None:
         return ordered, median, None, None
-    low, high = bounds[0] - resolution_ns, bounds[1] + resolution_ns
+    low, high = widened
     return ordered, median, max(median - low, high - median), (max(0, low), high)
