@@ -33,7 +33,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from .._arguments import bounded_repr, check_bool, check_int, check_real
@@ -110,37 +110,56 @@ _HOST_TIMER: Final = "time it with a host timer (time.perf_counter_ns, timeit) i
 
 
 @final
-class _Hold:
-    """A host function that blocks its stream until released, or until its timeout."""
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """bench's numbers and flags, checked and converted: plain floats, ints and bools.
 
-    __slots__ = ("_released", "_timeout_s", "timed_out_ns")
+    Built from values :func:`bench` converted (a :class:`TypeError` for a wrong type is
+    theirs); refuses a value out of range with :class:`ValueError`.
+    """
 
-    def __init__(self, timeout_s: float) -> None:
-        self._released = threading.Event()
-        self._timeout_s = timeout_s
-        self.timed_out_ns: int | None = None
+    warmup_ms: float
+    rep_ms: float
+    noise_target: float
+    min_n: int
+    held: bool
+    calls_per_window: int | None
+    with_setup: bool
 
-    def __call__(self) -> None:
-        if not self._released.wait(self._timeout_s):
-            self.timed_out_ns = time.perf_counter_ns()
-
-    def release(self) -> None:
-        self._released.set()
+    def __post_init__(self) -> None:
+        if not (self.warmup_ms >= 0.0 and self.rep_ms > 0.0):
+            raise ValueError(
+                f"bench needs warmup_ms >= 0 and rep_ms > 0 (milliseconds), got "
+                f"{self.warmup_ms:g} and {self.rep_ms:g}"
+            )
+        if not self.noise_target >= 0.0:
+            raise ValueError(
+                "bench needs noise_target >= 0 (a fraction: 0.01 is 1 %), got "
+                f"{self.noise_target:g}"
+            )
+        if self.min_n < MIN_N:
+            raise ValueError(
+                f"bench needs min_n >= {MIN_N}: below that no 95 % interval of the median exists, "
+                f"got {self.min_n}"
+            )
+        if self.with_setup and self.calls_per_window not in (None, 1):
+            raise ValueError(
+                "bench: setup runs before every call outside its window, and batch mode puts "
+                f"{self.calls_per_window} calls in one window; pass calls_per_window=1 or no setup"
+            )
 
 
 @final
+@dataclass(slots=True)
 class _Batch:
-    """One readback batch: per window, in time order."""
+    """Windows read back, in time order: per window in one readback, per call once timed."""
 
-    __slots__ = ("device", "gaps", "host", "lags", "setups", "wall_ns")
-
-    def __init__(self) -> None:
-        self.device: list[int] = []
-        self.host: list[int] = []
-        self.gaps: list[int | None] = []
-        self.lags: list[int] = []  # end stamped minus end recorded, on the host clock
-        self.setups: list[int] = []
-        self.wall_ns = 0
+    device: list[int] = field(default_factory=list)
+    host: list[int] = field(default_factory=list)
+    gaps: list[int | None] = field(default_factory=list)
+    lags: list[int] = field(default_factory=list)  # end stamped minus end recorded, host clock
+    setups: list[int] = field(default_factory=list)
+    wall_ns: int = 0
 
 
 def _sync_error(timeout_s: float) -> ValueError:
@@ -153,76 +172,59 @@ def _sync_error(timeout_s: float) -> ValueError:
 
 
 @final
+@dataclass(slots=True)
 class _Runner:
-    __slots__ = ("_api", "_fn", "_per_window", "_prof", "_setup", "_target", "host_each_ns")
+    """One run: its profiler, its calls and options, and what its phases learned of the call."""
 
-    def __init__(
-        self,
-        prof: EventProfiler[Any, Any],
-        fn: Callable[[Any], object],
-        setup: Callable[[Any], object] | None,
-    ) -> None:
-        self._prof = prof
-        self._api = prof.api
-        self._target = prof.stream
-        self._fn = fn
-        self._setup = setup
-        self._per_window = 1
-        self.host_each_ns = 1.0  # host time per call, refined as batches are read
+    prof: EventProfiler[Any, Any]
+    fn: Callable[[Any], object]
+    setup: Callable[[Any], object] | None
+    options: _Options
+    per_window: int = 1
+    host_each_ns: float = 1.0  # host time per call, refined as batches are read
+    each_ns: float = 1.0  # a window's wall time, readback included: the pace of the next batch
+    device_each: int = 0  # the estimate's median reading of one call
+    free: list[_Batch] = field(default_factory=list)  # batches on a free stream, for the verdict
+    empty: list[int] = field(default_factory=list)  # held: sorted readings of empty windows
+    warmup_n: int = 0
+    steady: bool = False
+    warnings: list[str] = field(default_factory=list)
 
-    def first_call(self) -> None:
-        if self._setup is not None:
-            self._setup(self._target)
-        self._fn(self._target)
-        self._api.stream_synchronize(self._target)
-
-    def set_per_window(self, calls: int) -> None:
-        self._per_window = calls
-
-    def probe_hold(self) -> None:
-        """One call behind a hold: ValueError if ``fn`` waits for its own stream."""
-        timeout_s = max(HOLD_TIMEOUT_S, 20 * self.host_each_ns / 1e9)
-        hold = _Hold(timeout_s)
-        self._launch(hold)
-        try:
-            if self._setup is not None:
-                self._setup(self._target)
-            self._fn(self._target)
-        finally:
-            hold.release()
-        self._api.stream_synchronize(self._target)
-        if hold.timed_out_ns is not None:
-            raise _sync_error(timeout_s)
-
-    def _launch(self, hold: _Hold) -> None:
-        api = self._api
-        assert isinstance(api, SupportsHostFunc)  # checked by bench before any hold
-        api.stream_launch_host_func(self._target, hold)
+    @property
+    def resolution_ns(self) -> int:
+        """The timer's resolution per call: one tick, shared by a window's calls."""
+        return -(-TIMER_RESOLUTION_NS // self.per_window)
 
     def batch(self, count: int, *, held: bool, empty: bool = False) -> _Batch:
         """Run ``count`` windows, read them back in one wait, per window in time order.
 
-        ``empty`` windows hold no call and no setup: what a window of no work reads.
+        ``empty`` windows hold no call and no setup: what a window of no work reads. ``held``
+        puts a host function ahead of them that blocks the stream until they are enqueued, or
+        until its timeout: then ``fn`` waited for its own stream, a :class:`ValueError`. The
+        batch sets the pace (:attr:`each_ns`), and one on a free stream joins :attr:`free`.
         """
-        prof = self._prof
-        fn = self._fn
-        setup = None if empty else self._setup
-        target = self._target
-        per_window = 0 if empty else self._per_window
+        prof = self.prof
+        fn = self.fn
+        setup = None if empty else self.setup
+        target = prof.stream
+        per_window = 0 if empty else self.per_window
         window = prof.window
         now = time.perf_counter_ns
         out = _Batch()
-        hold: _Hold | None = None
-        timeout_s = 0.0
-        if held:
-            expected_s = count * per_window * self.host_each_ns / 1e9
-            timeout_s = max(HOLD_TIMEOUT_S, 20 * expected_s)
-            hold = _Hold(timeout_s)
-        began = now()
-        if hold is not None:
-            self._launch(hold)
         ends: list[int] = []
-        host = out.host
+        released = threading.Event()
+        timed_out = False
+        timeout_s = max(HOLD_TIMEOUT_S, 20 * count * per_window * self.host_each_ns / 1e9)
+
+        def hold() -> None:
+            nonlocal timed_out
+            timed_out = not released.wait(timeout_s)
+
+        began = now()
+        if held:
+            api = prof.api
+            assert isinstance(api, SupportsHostFunc)  # checked by bench before any hold
+            api.stream_launch_host_func(target, hold)
         try:
             for _ in range(count):
                 if setup is not None:
@@ -233,18 +235,20 @@ class _Runner:
                     for _ in range(per_window):
                         fn(target)
                 closed = now()
-                host.append(closed - opened)
+                out.host.append(closed - opened)
                 ends.append(closed)
         finally:
-            if hold is not None:
-                hold.release()
+            released.set()
         spans = prof.collect()
         out.wall_ns = now() - began
-        if hold is not None and hold.timed_out_ns is not None:
+        if timed_out:
             raise _sync_error(timeout_s)
         _read(out, spans, ends, count, with_setup=setup is not None)
         if per_window:
-            self.host_each_ns = max(1.0, sum(host) / (count * per_window))
+            self.host_each_ns = max(1.0, sum(out.host) / (count * per_window))
+        self.each_ns = out.wall_ns / count
+        if not held:
+            self.free.append(out)
         return out
 
 
@@ -258,19 +262,15 @@ def _read(out: _Batch, spans: list[Span], ends: list[int], count: int, *, with_s
             "stream is capturing a graph; graph capture has no timing, so bench a stream "
             "that runs its work (launch the graph in fn instead)"
         )
-    previous: Span | None = None
-    for i, span in enumerate(calls):
-        out.device.append(span.duration_ns)
-        out.lags.append(span.end_ns - ends[i])
-        if previous is None:
-            out.gaps.append(None)
-        else:
-            idle = span.start_ns - previous.end_ns
-            if setups:
-                idle -= setups[i].end_ns - setups[i].start_ns
-            out.gaps.append(max(0, idle))
-        previous = span
+    out.device = [s.duration_ns for s in calls]
+    out.lags = [s.end_ns - end for s, end in zip(calls, ends, strict=True)]
     out.setups = [s.duration_ns for s in setups]
+    # The device's idle from one window's end to the next one's start, its setup's window left
+    # out; the first window follows a wait and has none.
+    idle = [later.start_ns - earlier.end_ns for earlier, later in itertools.pairwise(calls)]
+    if setups:
+        idle = [i - (s.end_ns - s.start_ns) for i, s in zip(idle, setups[1:], strict=True)]
+    out.gaps = [None, *(max(0, i) for i in idle)]
 
 
 def _launch_bound(batches: list[_Batch]) -> bool | None:
@@ -300,84 +300,15 @@ def _launch_bound(batches: list[_Batch]) -> bool | None:
     if not slopes:
         return None
     slopes.sort()
-    readings.sort()
-    return slopes[len(slopes) // 2] < LAG_GROWTH * nearest_rank(readings, 0.5)
+    return slopes[len(slopes) // 2] < LAG_GROWTH * _median(readings)
 
 
-def _per_call(values: list[int], calls: int) -> list[int]:
-    if calls == 1:
-        return values
-    half = calls // 2
-    return [(v + half) // calls for v in values]
+def _per_call(ns: int, calls: int) -> int:
+    return (ns + calls // 2) // calls
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class _Arguments:
-    """bench's numbers and flags, checked and converted: plain floats, ints and a bool."""
-
-    warmup_ms: float
-    rep_ms: float
-    noise_target: float
-    min_n: int
-    calls_per_window: int | None
-    hold_stream: bool
-
-
-def _check_arguments(
-    fn: object,
-    warmup_ms: object,
-    rep_ms: object,
-    noise_target: object,
-    min_n: object,
-    calls_per_window: object,
-    setup: object,
-    hold_stream: object,
-) -> _Arguments:
-    for what, value in (("fn", fn), ("setup", setup)):
-        if not callable(value) and (what == "fn" or value is not None):
-            raise TypeError(
-                f"bench: {what} must be callable (it is called as {what}(stream)), not "
-                f"{type(value).__qualname__} {bounded_repr(value)}"
-            )
-    checked = _Arguments(
-        warmup_ms=check_real(warmup_ms, "bench: warmup_ms", unit="milliseconds"),
-        rep_ms=check_real(rep_ms, "bench: rep_ms", unit="milliseconds"),
-        noise_target=check_real(noise_target, "bench: noise_target"),
-        min_n=check_int(min_n, "bench: min_n"),
-        calls_per_window=(
-            None
-            if calls_per_window is None
-            else check_int(calls_per_window, "bench: calls_per_window")
-        ),
-        hold_stream=check_bool(hold_stream, "bench: hold_stream"),
-    )
-    if not (checked.warmup_ms >= 0.0 and checked.rep_ms > 0.0):
-        raise ValueError(
-            f"bench needs warmup_ms >= 0 and rep_ms > 0 (milliseconds), got "
-            f"{bounded_repr(warmup_ms)} and {bounded_repr(rep_ms)}"
-        )
-    if not checked.noise_target >= 0.0:
-        raise ValueError(
-            f"bench needs noise_target >= 0 (a fraction: 0.01 is 1 %), got "
-            f"{bounded_repr(noise_target)}"
-        )
-    if checked.min_n < MIN_N:
-        raise ValueError(
-            f"bench needs min_n >= {MIN_N}: below that no 95 % interval of the median exists, "
-            f"got {bounded_repr(checked.min_n)}"
-        )
-    if checked.calls_per_window is not None:
-        if checked.calls_per_window < 1:
-            raise ValueError(
-                f"calls_per_window must be >= 1, got {bounded_repr(checked.calls_per_window)}"
-            )
-        if checked.calls_per_window > 1 and setup is not None:
-            raise ValueError(
-                "bench: setup runs before every call outside its window, and batch mode puts "
-                f"{calls_per_window} calls in one window; pass calls_per_window=1 or no setup"
-            )
-    return checked
+def _median(values: list[int]) -> int:
+    return nearest_rank(sorted(values), 0.5)
 
 
 def bench(
@@ -430,215 +361,172 @@ def bench(
     ``setup`` raise, and :class:`~eventapi.DriverError`, propagate after the profiler and the
     stream it made were released.
     """
-    checked = _check_arguments(
-        fn, warmup_ms, rep_ms, noise_target, min_n, calls_per_window, setup, hold_stream
+    for what, value in (("fn", fn), ("setup", setup)):
+        if not callable(value) and (what == "fn" or value is not None):
+            raise TypeError(
+                f"bench: {what} must be callable (it is called as {what}(stream)), not "
+                f"{type(value).__qualname__} {bounded_repr(value)}"
+            )
+    options = _Options(
+        warmup_ms=check_real(warmup_ms, "bench: warmup_ms", unit="milliseconds"),
+        rep_ms=check_real(rep_ms, "bench: rep_ms", unit="milliseconds"),
+        noise_target=check_real(noise_target, "bench: noise_target"),
+        min_n=check_int(min_n, "bench: min_n"),
+        held=check_bool(hold_stream, "bench: hold_stream"),
+        calls_per_window=(
+            None
+            if calls_per_window is None
+            else check_int(calls_per_window, "bench: calls_per_window", minimum=1)
+        ),
+        with_setup=setup is not None,
     )
-    warmup_ms, rep_ms, noise_target = checked.warmup_ms, checked.rep_ms, checked.noise_target
-    min_n, calls_per_window = checked.min_n, checked.calls_per_window
-    hold_stream = checked.hold_stream
     if api is None:
         from .._plugins._selection import backend
 
         api = backend()
     else:
         capabilities_of(api, "bench(api=...)")  # TypeError for a non-backend
-    if hold_stream and not isinstance(api, SupportsHostFunc):
+    if options.held and not isinstance(api, SupportsHostFunc):
         raise UnsupportedError(
             f"bench(hold_stream=True) needs a backend with host functions (SupportsHostFunc); "
             f"{api.BACKEND} has none: pass hold_stream=False"
         )
-    warnings: list[str] = []
     # The profiler keeps no spans and no summary: the readings are kept here, exactly.
     with EventProfiler(api, stream, label="bench", max_names=2, max_spans=0) as prof:
-        run = _Runner(prof, fn, setup)
-        run.first_call()
-        plan = _estimate(run, rep_ms, hold_stream, calls_per_window, with_setup=setup is not None)
-        _warm_up(run, plan, warmup_ms, warnings)
-        timed = _Timed(plan.per_window)
-        stopped = timed.run(run, plan, rep_ms, noise_target, min_n)
-    return _result(api, plan, timed, stopped, rep_ms, noise_target, warnings)
+        run = _Runner(prof, fn, setup, options)
+        _estimate(run)
+        _warm_up(run)
+        timed, stopped = _time(run)
+    return _result(run, timed, stopped)
 
 
-@final
-class _Plan:
-    """What the estimate decided, and what later phases add to it."""
-
-    __slots__ = (
-        "device_each",
-        "each_ns",
-        "empty",
-        "free",
-        "held",
-        "per_window",
-        "steady",
-        "warmup_n",
-    )
-
-    def __init__(self, held: bool) -> None:
-        self.held = held
-        self.free: list[_Batch] = []  # batches on a stream left running free, for the verdict
-        self.empty: list[int] = []  # held: sorted readings of windows with nothing in them
-        self.device_each = 0
-        self.per_window = 1
-        self.each_ns = 1.0  # a window's wall time, readback included
-        self.warmup_n = 0
-        self.steady = False
-
-
-def _estimate(
-    run: _Runner, rep_ms: float, held: bool, calls_per_window: int | None, *, with_setup: bool
-) -> _Plan:
-    plan = _Plan(held)
+def _estimate(run: _Runner) -> None:
+    """The first call, untimed, then the windows that size the run (the module docstring)."""
+    options = run.options
+    stream = run.prof.stream
+    if run.setup is not None:
+        run.setup(stream)
+    run.fn(stream)
+    run.prof.api.stream_synchronize(stream)
     # One window alone first, so that a long call costs one call here, not eight.
     first = run.batch(1, held=False)
-    plan.free.append(first)
     # The rest unless they alone would spend rep_ms; held, the verdict needs them.
-    if held or first.wall_ns * ESTIMATE_CALLS <= rep_ms * 1e6:
-        plan.free.append(run.batch(ESTIMATE_CALLS, held=False))
-    if held:
-        run.probe_hold()
+    if options.held or first.wall_ns * ESTIMATE_CALLS <= options.rep_ms * 1e6:
+        run.batch(ESTIMATE_CALLS, held=False)
+    sizing = run.free
+    if options.held:
+        run.batch(1, held=True)  # the probing call: ValueError if fn waits for its own stream
         sizing = [run.batch(ESTIMATE_CALLS, held=True)]
-        plan.empty = sorted(run.batch(EMPTY_WINDOWS, held=True, empty=True).device)
-    else:
-        sizing = plan.free
-    plan.device_each = nearest_rank(sorted(d for b in sizing for d in b.device), 0.5)
-    per_window = calls_per_window
+        run.empty = sorted(run.batch(EMPTY_WINDOWS, held=True, empty=True).device)
+    run.device_each = _median([d for b in sizing for d in b.device])
+    per_window = options.calls_per_window
     if per_window is None:
         per_window = 1
-        if not with_setup and plan.device_each < BATCH_BELOW_NS:
-            per_window = min(MAX_PER_WINDOW, -(-BATCH_WINDOW_NS // max(plan.device_each, 1)))
+        if not options.with_setup and run.device_each < BATCH_BELOW_NS:
+            per_window = min(MAX_PER_WINDOW, -(-BATCH_WINDOW_NS // max(run.device_each, 1)))
             # The host's time counts too: MIN_N windows of these calls fit in rep_ms.
-            each_call = max(run.host_each_ns, float(plan.device_each), 1.0)
-            per_window = max(1, min(per_window, int(rep_ms * 1e6 / MIN_N / each_call)))
-    run.set_per_window(per_window)
-    plan.per_window = per_window
+            each_call = max(run.host_each_ns, float(run.device_each), 1.0)
+            per_window = max(1, min(per_window, int(options.rep_ms * 1e6 / MIN_N / each_call)))
+    run.per_window = per_window
     per_read = sum(b.wall_ns for b in sizing) / sum(len(b.device) for b in sizing)
-    plan.each_ns = max(float(plan.device_each), run.host_each_ns, per_read) * per_window
-    return plan
+    run.each_ns = max(float(run.device_each), run.host_each_ns, per_read) * per_window
 
 
-def _warm_up(run: _Runner, plan: _Plan, warmup_ms: float, warnings: list[str]) -> None:
+def _warm_up(run: _Runner) -> None:
     """Windows until the last readings show no trend, or ``warmup_ms`` is spent."""
-    now = time.perf_counter_ns
-    end = now() + int(warmup_ms * 1e6)
+    warmup_ms = run.options.warmup_ms
+    end = time.perf_counter_ns() + int(warmup_ms * 1e6)
     recent: list[int] = []
-    while True:
-        fits = int((end - now()) / plan.each_ns)
-        if fits < 1:
-            break
-        batch = run.batch(min(TREND_WINDOWS, fits), held=plan.held)
-        plan.each_ns = batch.wall_ns / len(batch.device)
-        plan.warmup_n += len(batch.device)
-        if not plan.held:
-            plan.free.append(batch)
+    while (fits := int((end - time.perf_counter_ns()) / run.each_ns)) >= 1:
+        batch = run.batch(min(TREND_WINDOWS, fits), held=run.options.held)
+        run.warmup_n += len(batch.device)
         recent = (recent + batch.device)[-TREND_WINDOWS:]
         if len(recent) >= TREND_WINDOWS // 2 and not trend(recent):
-            plan.steady = True
+            run.steady = True
             return
     if warmup_ms > 0:
-        warnings.append(
-            f"warm-up ended by its {warmup_ms:g} ms cap after {plan.warmup_n} windows without "
+        run.warnings.append(
+            f"warm-up ended by its {warmup_ms:g} ms cap after {run.warmup_n} windows without "
             f"a steady state (a trend in the last {len(recent)} readings, or too few to test): "
             "raise warmup_ms"
         )
 
 
-@final
-class _Timed:
-    """The timed windows' readings, per call, in time order."""
+def _time(run: _Runner) -> tuple[_Batch, StoppedBy]:
+    """Timed batches until a stopping rule holds: their readings, per call, and which rule.
 
-    __slots__ = ("device", "elapsed_ns", "gaps", "host", "resolution_ns", "setups")
-
-    def __init__(self, per_window: int) -> None:
-        self.device: list[int] = []
-        self.host: list[int] = []
-        self.gaps: list[int | None] = []
-        self.setups: list[int] = []
-        self.resolution_ns = -(-TIMER_RESOLUTION_NS // per_window)
-        self.elapsed_ns = 0
-
-    def run(
-        self, run: _Runner, plan: _Plan, rep_ms: float, noise_target: float, min_n: int
-    ) -> StoppedBy:
-        """Timed batches until a stopping rule holds; which one it was."""
-        now = time.perf_counter_ns
-        start = now()
-        deadline = start + int(rep_ms * 1e6)
-        limit = start + int(LONGER_RUN * rep_ms * 1e6)
-        try:
-            while True:
-                n = len(self.device)
-                relative = self._relative_noise()
-                if n >= min_n and relative <= noise_target:
-                    return "noise"
-                left = now()
-                if n >= MIN_N and left + plan.each_ns > deadline:
-                    return "time"
-                if n >= 1 and left + plan.each_ns > limit:
-                    return "limit"
-                if n < min_n:
-                    want = min_n - n
-                elif relative < math.inf and noise_target > 0:
-                    # The noise of a median shrinks as 1/sqrt(n): ask for the n that would
-                    # reach the target, at most doubling (an early noise is a rough guide).
-                    want = min(n, max(1, math.ceil(n * (relative / noise_target) ** 2) - n))
-                else:
-                    want = n
-                fits = int((deadline - left) / plan.each_ns)
-                if n < MIN_N:  # past rep_ms only as far as 6 readings take, within the limit
-                    fits = min(max(fits, MIN_N - n), int((limit - left) / plan.each_ns))
-                self._add(run, plan, max(1, min(want, fits, READ_BATCH)))
-        finally:
-            self.elapsed_ns = now() - start
-
-    def _relative_noise(self) -> float:
-        if len(self.device) < MIN_N:
-            return math.inf
-        _, median, noise, _ = summarize(self.device, self.resolution_ns)
-        assert noise is not None  # n >= MIN_N
-        return noise / median if median > 0 else math.inf
-
-    def _add(self, run: _Runner, plan: _Plan, count: int) -> None:
-        batch = run.batch(count, held=plan.held)
-        plan.each_ns = batch.wall_ns / count
-        if not plan.held:
-            plan.free.append(batch)
-        calls = plan.per_window
-        self.device += _per_call(batch.device, calls)
-        self.host += _per_call(batch.host, calls)
-        self.gaps += [None if g is None else (g + calls // 2) // calls for g in batch.gaps]
-        self.setups += batch.setups
+    The readings' ``wall_ns`` is how long the timed batches took.
+    """
+    options = run.options
+    timed = _Batch()
+    now = time.perf_counter_ns
+    start = now()
+    deadline = start + int(options.rep_ms * 1e6)
+    limit = start + int(LONGER_RUN * options.rep_ms * 1e6)
+    try:
+        while True:
+            n = len(timed.device)
+            relative = _relative_noise(timed.device, run.resolution_ns)
+            if n >= options.min_n and relative <= options.noise_target:
+                return timed, "noise"
+            left = now()
+            if n >= MIN_N and left + run.each_ns > deadline:
+                return timed, "time"
+            if n >= 1 and left + run.each_ns > limit:
+                return timed, "limit"
+            if n < options.min_n:
+                want = options.min_n - n
+            elif relative < math.inf and options.noise_target > 0:
+                # The noise of a median shrinks as 1/sqrt(n): ask for the n that would
+                # reach the target, at most doubling (an early noise is a rough guide).
+                want = min(n, max(1, math.ceil(n * (relative / options.noise_target) ** 2) - n))
+            else:
+                want = n
+            fits = int((deadline - left) / run.each_ns)
+            if n < MIN_N:  # past rep_ms only as far as 6 readings take, within the limit
+                fits = min(max(fits, MIN_N - n), int((limit - left) / run.each_ns))
+            batch = run.batch(max(1, min(want, fits, READ_BATCH)), held=options.held)
+            calls = run.per_window
+            timed.device += [_per_call(d, calls) for d in batch.device]
+            timed.host += [_per_call(h, calls) for h in batch.host]
+            timed.gaps += [None if g is None else _per_call(g, calls) for g in batch.gaps]
+            timed.setups += batch.setups
+    finally:
+        timed.wall_ns = now() - start
 
 
-def _result(
-    api: EventApi[Any, Any],
-    plan: _Plan,
-    timed: _Timed,
-    stopped: StoppedBy,
-    rep_ms: float,
-    noise_target: float,
-    warnings: list[str],
-) -> BenchResult:
-    ordered, median, noise, interval = summarize(timed.device, timed.resolution_ns)
+def _relative_noise(readings: list[int], resolution_ns: int) -> float:
+    if len(readings) < MIN_N:
+        return math.inf
+    _, median, noise, _ = summarize(readings, resolution_ns)
+    assert noise is not None  # n >= MIN_N
+    return noise / median if median > 0 else math.inf
+
+
+def _result(run: _Runner, timed: _Batch, stopped: StoppedBy) -> BenchResult:
+    options = run.options
+    warnings = run.warnings
+    ordered, median, noise, interval = summarize(timed.device, run.resolution_ns)
     n = len(ordered)
     if noise is None:
         warnings.append(
-            f"only {n} readings (a call of about {plan.device_each / 1e6:.3g} ms against "
-            f"rep_ms={rep_ms:g}): below {MIN_N} no distribution-free 95 % interval of the "
-            f"median exists; the readings range from {ordered[0]} to {ordered[-1]} ns. "
+            f"only {n} readings (a call of about {run.device_each / 1e6:.3g} ms against "
+            f"rep_ms={options.rep_ms:g}): below {MIN_N} no distribution-free 95 % interval of "
+            f"the median exists; the readings range from {ordered[0]} to {ordered[-1]} ns. "
             "Raise rep_ms"
         )
-    elif stopped != "noise" and noise_target > 0:
+    elif stopped != "noise" and options.noise_target > 0:
         warnings.append(
-            f"stopped by the time cap ({rep_ms:g} ms) at a noise of "
-            f"{noise / max(median, 1):.2%}, above the {noise_target:.2%} target: raise "
+            f"stopped by the time cap ({options.rep_ms:g} ms) at a noise of "
+            f"{noise / max(median, 1):.2%}, above the {options.noise_target:.2%} target: raise "
             "rep_ms for a quieter median"
         )
-    launch_bound = _launch_bound(plan.free)
-    host_median = nearest_rank(sorted(timed.host), 0.5)
+    api = run.prof.api
+    launch_bound = _launch_bound(run.free)
+    host_median = _median(timed.host)
     escaped: bool | None
-    if plan.held:
-        why = _escape(plan, median, host_median)
+    if options.held:
+        why = _escape(run, median, host_median)
         escaped = why is not None
         if why is not None:
             # The other warnings advise on timing the stream better; there is nothing of fn's
@@ -657,14 +545,13 @@ def _result(
                 else f"bench cannot hold {api.BACKEND}'s stream to time it alone (no host "
                 "functions)"
             )
-            per_call = duration_text(host_median)
             warnings.append(
                 "launch-bound: the stream waited for the host between calls, so each reading "
-                f"is the host's time to make a call (its median {per_call}), not the stream's "
-                f"work. If fn enqueues its work on stream, {hold}; if fn does its work on the "
-                f"calling thread, {_HOST_TIMER}"
+                f"is the host's time to make a call (its median {duration_text(host_median)}), "
+                f"not the stream's work. If fn enqueues its work on stream, {hold}; if fn does "
+                f"its work on the calling thread, {_HOST_TIMER}"
             )
-    known_gaps = sorted(g for g in timed.gaps if g is not None)
+    gaps = [g for g in timed.gaps if g is not None]
     return BenchResult(
         n=n,
         min_ns=ordered[0],
@@ -672,31 +559,31 @@ def _result(
         mean_ns=sum(ordered) // n,
         max_ns=ordered[-1],
         noise_ns=noise,
-        mad_ns=nearest_rank(sorted(abs(d - median) for d in ordered), 0.5),
-        resolution_ns=timed.resolution_ns,
+        mad_ns=_median([abs(d - median) for d in ordered]),
+        resolution_ns=run.resolution_ns,
         backend=api.BACKEND,
         interval_ns=interval,
         readings_ns=tuple(timed.device),
         host_ns=tuple(timed.host),
         gaps_ns=tuple(timed.gaps),
         host_median_ns=host_median,
-        gap_median_ns=nearest_rank(known_gaps, 0.5) if known_gaps else None,
-        setup_median_ns=nearest_rank(sorted(timed.setups), 0.5) if timed.setups else None,
-        calls_per_window=plan.per_window,
-        held=plan.held,
+        gap_median_ns=_median(gaps) if gaps else None,
+        setup_median_ns=_median(timed.setups) if timed.setups else None,
+        calls_per_window=run.per_window,
+        held=options.held,
         launch_bound=launch_bound,
         escaped=escaped,
         stopped_by=stopped,
-        noise_target=noise_target,
-        warmup_n=plan.warmup_n,
-        steady=plan.steady,
-        elapsed_ns=timed.elapsed_ns,
+        noise_target=options.noise_target,
+        warmup_n=run.warmup_n,
+        steady=run.steady,
+        elapsed_ns=timed.wall_ns,
         warnings=tuple(warnings),
         _sorted=ordered,
     )
 
 
-def _escape(plan: _Plan, median_ns: int, host_median_ns: int) -> str | None:
+def _escape(run: _Runner, median_ns: int, host_median_ns: int) -> str | None:
     """Why ``fn``'s work escaped a held stream, or ``None`` when the stream timed it.
 
     Its windows (``median_ns`` per call) read no longer than empty windows (the upper end of
@@ -704,9 +591,8 @@ def _escape(plan: _Plan, median_ns: int, host_median_ns: int) -> str | None:
     stream could see. Or its calls took :data:`ESCAPE_RATIO` times longer on the host than on
     the stream.
     """
-    window_ns = median_ns * plan.per_window
-    empty = median_interval(plan.empty)
-    if empty is not None and window_ns <= empty[1] + TIMER_RESOLUTION_NS:
+    empty = median_interval(run.empty)
+    if empty is not None and median_ns * run.per_window <= empty[1] + TIMER_RESOLUTION_NS:
         return (
             f"its windows read no longer than empty ones, so it enqueued nothing the stream "
             f"could time, while each call took {duration_text(host_median_ns)} on the host"
