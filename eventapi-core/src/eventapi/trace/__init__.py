@@ -19,15 +19,20 @@ trace is written. See ``docs/traces.md`` for the format and the error bounds of 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import threading
+import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import IO, TYPE_CHECKING, Any, cast, final
 
 from .._arguments import bounded_repr, check_bool, check_int
+from .._errors import EventStateError
 from .._protocol import capabilities_of
-from ._files import check_path
-from ._format import TraceFile, Track, check_span, process_info, read_trace
+from ._files import check_path, naming, replacing
+from ._format import TraceFile, Track, check_span, process_info
 from ._merge import dump, merge_documents, merge_files
 
 if TYPE_CHECKING:
@@ -83,23 +88,36 @@ def export_chrome_trace(
     """
     _check_profilers(profilers, "export_chrome_trace")
     check_bool(slice_args, "export_chrome_trace: slice_args")
-    trace = TraceFile(path, process_info(), replace=True, slice_args=slice_args)
-    try:
-        for profiler in profilers:
-            spans = profiler.spans
-            track = _track(profiler.api, profiler.label)
+    with replacing(check_path(path, "the trace's path")) as file:
+        _write(file, profilers, slice_args)
+
+
+def _write(file: IO[str], profilers: Sequence[EventProfiler[Any, Any]], slice_args: bool) -> None:
+    trace = TraceFile(file, process_info(), slice_args=slice_args)
+    for profiler in profilers:
+        spans = profiler.spans
+        trace.add(
+            _track(profiler.api, profiler.label),
+            spans,
             # A profiler that holds spans has an anchor; reading it then takes none.
-            uncertainty = profiler.anchor.uncertainty_ns if spans else None
-            trace.track(
-                track,
-                anchor_uncertainty_ns=uncertainty,
-                dropped_spans=profiler.dropped_spans,
-            )
-            trace.add(track, spans)
-    except BaseException:
-        trace.discard()
-        raise
-    trace.close()
+            anchor_uncertainty_ns=profiler.anchor.uncertainty_ns if spans else None,
+            dropped_spans=profiler.dropped_spans,
+        )
+    trace.finish()
+
+
+# Every TraceWriter open in this process, so that a forked child can disown the parent's.
+_open_writers: weakref.WeakSet[TraceWriter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # Runs in the child right after fork(), on its only thread, before anything else can touch
+    # a trace the parent was writing.
+    for writer in list(_open_writers):
+        writer._forked_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @final
@@ -129,11 +147,40 @@ class TraceWriter:
     through a writer it creates.
     """
 
-    __slots__ = ("_trace",)
+    __slots__ = ("__weakref__", "_file", "_forked", "_lock", "_path", "_trace")
 
     def __init__(self, path: PathLike, *, slice_args: bool = True) -> None:
         check_bool(slice_args, "TraceWriter: slice_args")
-        self._trace = TraceFile(path, process_info(), slice_args=slice_args)
+        self._path = check_path(path, "the trace's path")
+        process = process_info()
+        self._file = open(self._path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._trace = TraceFile(self._file, process, slice_args=slice_args)
+        # Writes are serialized, so sinks of profilers on several threads may share the file.
+        self._lock = threading.Lock()
+        self._forked = False
+        _open_writers.add(self)
+
+    def _forked_in_child(self) -> None:
+        # The lock may have been held at the fork by a parent thread that does not exist here.
+        self._lock = threading.Lock()
+        self._forked = True
+        # The child's descriptor shares the parent's file offset: whatever the child wrote or
+        # flushed (the buffered file's own close when collected at exit included) would land
+        # in the middle of the parent's trace, and the buffer's own lock may be held too.
+        # Closing the raw file underneath closes only this process's descriptor and marks the
+        # whole stack closed, so nothing above it ever flushes or takes that lock.
+        with contextlib.suppress(OSError):
+            cast("io.BufferedWriter", self._file.buffer).raw.close()
+
+    def _check_owner(self, call: str) -> None:
+        if self._forked:
+            raise EventStateError(
+                f"{call} refused: the trace {self._path} was opened before fork(), by the parent "
+                f"process, which still writes it; it is not writable from this process "
+                f"(pid {os.getpid()}), and closing it here does nothing. Write this process's "
+                "spans to a TraceWriter on a file of its own, or start worker processes with "
+                "multiprocessing's 'spawn' or 'forkserver' method"
+            )
 
     def sink(self, api: EventApi[Any, Any]) -> Callable[[Span], None]:
         """A ``sink`` for an :class:`~eventapi.EventProfiler` on ``api``.
@@ -145,32 +192,40 @@ class TraceWriter:
         :class:`~eventapi.EventStateError` in a forked child.
         """
         capabilities_of(api, "TraceWriter.sink")  # TypeError for a non-backend
-        trace = self._trace
-        trace.check_owner("TraceWriter.sink")
-        backend = api.BACKEND
-        device = getattr(api, "device", None)
-        device = device if isinstance(device, int) else None
-        tracks: dict[str, Track] = {}
+        self._check_owner("TraceWriter.sink")
 
         def write(span: Span) -> None:
             check_span(span, "a TraceWriter's sink")
-            track = tracks.get(span.stream)
-            if track is None:
-                track = tracks[span.stream] = Track(backend, device, span.stream)
-            trace.add(track, (span,))
+            track = _track(api, span.stream)
+            with self._lock:
+                self._check_owner("a span")
+                if self._file.closed:
+                    raise ValueError("this trace was closed; write spans before closing it")
+                with naming(self._path):
+                    self._trace.add(track, (span,))
 
         return write
 
     def flush(self) -> None:
         """Push what was written so far to the operating system (refused in a forked child)."""
-        self._trace.flush()
+        with self._lock:
+            self._check_owner("flush()")
+            with naming(self._path):
+                self._file.flush()
 
     def close(self) -> None:
         """Finish the file (idempotent); spans given to a sink afterwards raise ValueError.
 
         In a child forked after the writer was created, it does nothing: the file is the parent's.
         """
-        self._trace.close()
+        with self._lock:
+            if self._file.closed or self._forked:  # a forked child's: the parent's file, untouched
+                return
+            with naming(self._path):
+                try:
+                    self._trace.finish()
+                finally:
+                    self._file.close()
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -244,14 +299,10 @@ def gather_chrome_trace(
             "torch.distributed is not initialised; call torch.distributed.init_process_group "
             "first, or write one trace per process and merge the files"
         )
-    import tempfile
-
     # The local trace, built exactly as a file would be, travels as text.
-    with tempfile.TemporaryDirectory() as scratch:
-        local = os.path.join(scratch, "rank.json")
-        export_chrome_trace(local, *profilers)
-        document = read_trace(local)
-    documents = _gather_bytes(json.dumps(document).encode(), group, dst)
+    local = io.StringIO()
+    _write(local, profilers, slice_args=True)
+    documents = _gather_bytes(local.getvalue().encode(), group, dst)
     if documents is None:
         return
     gathered = [json.loads(raw) for raw in documents]

@@ -24,14 +24,7 @@ from typing import IO, Final, final
 
 from .._arguments import bounded_repr
 
-__all__ = [
-    "Replacement",
-    "Written",
-    "check_path",
-    "check_paths",
-    "refuse_overlap",
-    "replacing",
-]
+__all__ = ["Written", "check_path", "check_paths", "naming", "refuse_overlap", "replacing"]
 
 PathLike = str | os.PathLike[str]
 
@@ -147,112 +140,65 @@ def _umask() -> int:
     return 0o022
 
 
-@final
-class Replacement:
-    """A text file that takes the place of ``path`` at :meth:`commit`, or never does.
-
-    ::
-
-        replacement = Replacement(path)
-        try:
-            replacement.file.write(...)
-        except BaseException:
-            replacement.discard()
-            raise
-        replacement.commit()
-
-    Raises :class:`OSError` naming ``path`` when the directory cannot take the temporary file,
-    or from :meth:`commit` when the content cannot be written (disk full, a file-size limit).
-    """
-
-    __slots__ = ("_done", "_final", "_mode", "_temporary", "file")
-
-    def __init__(self, path: str) -> None:
-        self._final = os.path.realpath(path)  # through a symbolic link, which stays
-        self._done = False
-        try:
-            info: os.stat_result | None = os.stat(self._final)
-        except FileNotFoundError:
-            info = None
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}") from None
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            if stat.S_ISDIR(info.st_mode):
-                raise IsADirectoryError(
-                    21, f"cannot write {path}: it is a directory; name a file inside it"
-                )
-            self._temporary = None
-            self._mode = 0
-            try:
-                self.file: IO[str] = open(  # noqa: SIM115 - closed by commit() or discard()
-                    self._final, "w", encoding="utf-8"
-                )
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}") from None
-            return
-        self._mode = stat.S_IMODE(info.st_mode) if info else _DEFAULT_MODE & ~_umask()
-        directory, name = os.path.split(self._final)
-        try:
-            fd, self._temporary = tempfile.mkstemp(
-                prefix=f".{name[:100]}.", suffix=".tmp", dir=directory
-            )
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}") from None
-        self.file = open(fd, "w", encoding="utf-8")  # noqa: SIM115
-
-    def commit(self) -> None:
-        """Flush, sync and rename the file into place. Idempotent; discards it on failure."""
-        if self._done:
-            return
-        try:
-            self.file.flush()
-            if self._temporary is not None:
-                os.fsync(self.file.fileno())
-            self.file.close()
-            if self._temporary is not None:
-                os.chmod(self._temporary, self._mode)
-                os.replace(self._temporary, self._final)
-        except OSError as exc:
-            self.discard()
-            raise OSError(exc.errno, f"cannot write {self._final}: {exc.strerror}") from None
-        self._done = True
-        if self._temporary is not None:
-            self._sync_directory()
-
-    def discard(self) -> None:
-        """Close and remove the temporary file; the destination stays as it was. Idempotent."""
-        if self._done:
-            return
-        self._done = True
-        with contextlib.suppress(OSError):
-            self.file.close()
-        if self._temporary is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self._temporary)
-
-    def _sync_directory(self) -> None:
-        # The rename itself survives a crash only once the directory is on the disk.
-        with contextlib.suppress(OSError):
-            fd = os.open(os.path.dirname(self._final) or ".", os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+@contextlib.contextmanager
+def naming(path: str, verb: str = "write") -> Iterator[None]:
+    """Re-raise an :class:`OSError` of the block as ``cannot <verb> <path>: <strerror>``."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot {verb} {path}: {exc.strerror}") from None
 
 
 @contextlib.contextmanager
 def replacing(path: str) -> Iterator[IO[str]]:
     """A text file for the block; it takes the place of ``path`` only if the block succeeds.
 
-    Raises :class:`OSError` naming ``path`` when it cannot be written (see the module doc).
+    The file is flushed to the disk and renamed over ``path`` (through a symbolic link, which
+    stays) once the block is done; a destination that is not a regular file is written in place
+    (see the module doc). Raises :class:`OSError` naming ``path`` when it cannot be written.
     """
-    replacement = Replacement(path)
+    final = os.path.realpath(path)
+    with naming(path):
+        try:
+            info: os.stat_result | None = os.stat(final)
+        except FileNotFoundError:
+            info = None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(
+            21, f"cannot write {path}: it is a directory; name a file inside it"
+        )
+    temporary: str | None = None
+    with naming(path):
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            file = open(final, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        else:
+            directory, name = os.path.split(final)
+            fd, temporary = tempfile.mkstemp(prefix=f".{name[:100]}.", suffix=".tmp", dir=directory)
+            file = open(fd, "w", encoding="utf-8")  # noqa: SIM115
     try:
-        yield replacement.file
-    except OSError as exc:
-        replacement.discard()
-        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}") from None
+        with naming(path):
+            yield file
+            file.flush()
+            if temporary is not None:
+                os.fsync(file.fileno())
+            file.close()
+            if temporary is not None:
+                os.chmod(
+                    temporary, stat.S_IMODE(info.st_mode) if info else _DEFAULT_MODE & ~_umask()
+                )
+                os.replace(temporary, final)
     except BaseException:
-        replacement.discard()
+        with contextlib.suppress(OSError):
+            file.close()
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
         raise
-    replacement.commit()
+    if temporary is not None:
+        # The rename itself survives a crash only once the directory is on the disk.
+        with contextlib.suppress(OSError):
+            fd = os.open(os.path.dirname(final) or ".", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)

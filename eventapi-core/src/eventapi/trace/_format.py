@@ -24,22 +24,17 @@ broken stack.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import socket
 import sys
-import threading
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, final
+from typing import IO, TYPE_CHECKING, Any, Final, final
 
 from .._arguments import bounded_repr
-from .._errors import EventStateError
-from ._files import Replacement, check_path
+from ._files import check_path
 from ._rank import process_title, rank_info
 
 if TYPE_CHECKING:
@@ -55,7 +50,6 @@ __all__ = [
     "json_type",
     "process_info",
     "read_trace",
-    "span_event",
 ]
 
 FORMAT: Final = 1
@@ -158,57 +152,6 @@ class Track:
     device: int | None
     label: str
 
-    @property
-    def title(self) -> str:
-        where = self.backend if self.device is None else f"{self.backend}:{self.device}"
-        return f"{where} {self.label}"
-
-
-def _us(ns: int) -> float:
-    # Three decimals: ns / 1000 is correctly rounded, and repr() prints the shortest form that
-    # reads back to the same float, so whole nanoseconds survive the round trip.
-    return ns / 1000
-
-
-def span_event(
-    span: Span, pid: int, tid: int, start_ns: int, end_ns: int, *, slice_args: bool = True
-) -> dict[str, object]:
-    """The complete ("X") event of ``span`` on ``(pid, tid)``, placed at ``start_ns..end_ns``.
-
-    With ``slice_args`` its args carry the span's ``duration_ns``, ``depth`` and
-    ``uncertainty_ns``; without, it has none (viewers that key frames on name and args, such as
-    speedscope, then aggregate slices by name).
-    """
-    event: dict[str, object] = {
-        "name": span.name,
-        "ph": "X",
-        "pid": pid,
-        "tid": tid,
-        "ts": _us(start_ns),
-        "dur": _us(end_ns - start_ns),
-    }
-    if slice_args:
-        event["args"] = {
-            "duration_ns": span.duration_ns,
-            "depth": span.depth,
-            "uncertainty_ns": span.uncertainty_ns,
-        }
-    return event
-
-
-# Every TraceFile open in this process, so that a forked child can disown the parent's.
-_open_files: weakref.WeakSet[TraceFile] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    # Runs in the child right after fork(), on its only thread, before anything else can touch
-    # a trace the parent was writing.
-    for trace in list(_open_files):
-        trace._forked_in_child()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
 
 _SPAN_FIELDS: Final = (
     ("name", str),
@@ -246,238 +189,81 @@ def check_span(span: object, what: str) -> None:
 
 @final
 class TraceFile:
-    """A trace being written: header at open, one line per event, the tail at :meth:`close`.
+    """The format written to an open text file: the header at once, spans, :meth:`finish`.
 
-    Thread-safe: a lock serializes writes, so sinks of profilers on several threads may share
-    one file. Each span costs one small JSON line in a buffered file, nothing more is held but
-    the open windows' ends per track (for clamping). Raises :class:`OSError` from the file,
-    :class:`TypeError` for a ``path`` that is not a ``str`` or ``os.PathLike``.
-
-    After ``fork()`` the child's copy is the parent's file, not the child's: every write or
-    flush there raises :class:`~eventapi.EventStateError` naming ``fork()``, and
-    :meth:`close` and :meth:`discard` there do nothing. Nothing of the child, its exit
-    included, reaches the file, and nothing there waits for a lock a parent thread held.
-
-    ``replace``: write a temporary file that takes the place of ``path`` at :meth:`close`
-    (after a flush to the disk), so ``path`` is never left half written; :meth:`discard` drops
-    it instead. Without it the file is written in place, as it grows. ``slice_args``: see
-    :func:`span_event`.
+    Each span costs one small JSON line in the file; nothing more is held but the open windows'
+    ends per track (for clamping). It takes no lock and names no file: its writer serializes
+    the calls, and an :class:`OSError` of the file is the writer's to name. ``slice_args``:
+    with it, a slice's args carry the span's ``duration_ns``, ``depth`` and
+    ``uncertainty_ns``; without, it has none (viewers that key frames on name and args, such
+    as speedscope, then aggregate slices by name).
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_closed",
-        "_file",
-        "_forked",
-        "_lock",
-        "_nesting",
-        "_path",
-        "_pid",
-        "_replacement",
-        "_slice_args",
-        "_tracks",
-    )
+    __slots__ = ("_file", "_pid", "_slice_args", "_tracks")
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        process: dict[str, object],
-        *,
-        replace: bool = False,
-        slice_args: bool = True,
-    ) -> None:
-        where = self._path = check_path(path, "the trace's path")
-        self._replacement: Replacement | None = None
-        if replace:
-            self._replacement = Replacement(where)
-            self._file: IO[str] = self._replacement.file
-        else:
-            self._file = open(where, "w", encoding="utf-8")  # noqa: SIM115
+    def __init__(self, file: IO[str], process: dict[str, Any], *, slice_args: bool) -> None:
+        self._file = file
         self._slice_args = slice_args
-        self._lock = threading.Lock()
-        self._tracks: dict[Track, int] = {}
-        self._nesting: dict[int, list[int]] = {}
-        self._closed = False
-        self._forked = False
-        pid = process["pid"]
-        assert isinstance(pid, int)
-        self._pid = pid
-        try:
-            self._header(process)
-        except BaseException:
-            self.discard()
-            raise
-        _open_files.add(self)
-
-    def _forked_in_child(self) -> None:
-        # The lock may have been held at the fork by a parent thread that does not exist here.
-        self._lock = threading.Lock()
-        self._forked = True
-        if self._closed:
-            return
-        # The child's descriptor shares the parent's file offset: whatever the child wrote or
-        # flushed (the buffered file's own close when collected at exit included) would land
-        # in the middle of the parent's trace, and the buffer's own lock may be held too.
-        # Closing the raw file underneath closes only this process's descriptor and marks the
-        # whole stack closed, so nothing above it ever flushes or takes that lock.
-        raw = getattr(getattr(self._file, "buffer", None), "raw", None)
-        if isinstance(raw, io.FileIO):
-            with contextlib.suppress(OSError):
-                raw.close()
-
-    def check_owner(self, call: str) -> None:
-        """:class:`~eventapi.EventStateError` for ``call`` in a child forked after the open."""
-        if self._forked:
-            self._refuse_forked(call)
-
-    def _refuse_forked(self, call: str) -> NoReturn:
-        raise EventStateError(
-            f"{call} refused: the trace {self._path} was opened before fork(), by the parent "
-            f"process, which still writes it; it is not writable from this process "
-            f"(pid {os.getpid()}), and closing it here does nothing. Write this process's "
-            "spans to a TraceWriter on a file of its own, or start worker processes with "
-            "multiprocessing's 'spawn' or 'forkserver' method"
-        )
-
-    def _header(self, process: dict[str, object]) -> None:
-        pid = self._pid
+        self._tracks: dict[Track, tuple[int, list[int]]] = {}  # tid, open windows' ends
+        pid = self._pid = process["pid"]
         header = {"otherData": {"eventapi": process}, "displayTimeUnit": "ns"}
         # The object minus its closing brace, then the event array opened.
-        self._text(json.dumps(header)[:-1] + ',\n"traceEvents": [\n')
-        names: dict[str, object] = {"name": process_title(str(process["host"]), pid, process)}
+        file.write(json.dumps(header)[:-1] + ',\n"traceEvents": [\n')
+        names: dict[str, object] = {"name": process_title(process["host"], pid, process)}
         rank = process.get("rank")
         if isinstance(rank, int):
             names["rank"] = rank
-        self._write({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": names})
+        self._meta("process_name", 0, names)
         if isinstance(rank, int):  # viewers order processes by it: rank 0 first
-            self._write(
-                {
-                    "name": "process_sort_index",
-                    "ph": "M",
-                    "pid": pid,
-                    "tid": 0,
-                    "args": {"sort_index": rank},
-                }
-            )
+            self._meta("process_sort_index", 0, {"sort_index": rank})
 
-    def _write(self, event: dict[str, object]) -> None:
-        self._text(json.dumps(event, separators=(",", ":")) + ",\n")
+    def _meta(self, name: str, tid: int, args: dict[str, object], end: str = ",\n") -> None:
+        self._write({"name": name, "ph": "M", "pid": self._pid, "tid": tid, "args": args}, end)
 
-    def _text(self, text: str) -> None:
-        try:
-            self._file.write(text)
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot write {self._path}: {exc.strerror}") from None
+    def _write(self, event: dict[str, object], end: str = ",\n") -> None:
+        self._file.write(json.dumps(event, separators=(",", ":")) + end)
 
-    def track(self, track: Track, **extra: object) -> int:
-        """The ``tid`` of ``track``, announcing it (with ``extra`` in its args) on first use."""
-        with self._lock:
-            if self._forked:
-                self._refuse_forked("a new track")
-            return self._track(track, extra)
+    def add(self, track: Track, spans: Iterable[Span], **extra: object) -> None:
+        """Write ``spans`` (in the order their windows opened) on ``track``.
 
-    def _track(self, track: Track, extra: dict[str, object]) -> int:
-        tid = self._tracks.get(track)
-        if tid is None:
-            tid = self._tracks[track] = len(self._tracks) + 1
-            self._nesting[tid] = []
-            args: dict[str, object] = {
-                "name": track.title,
-                "backend": track.backend,
-                "device": track.device,
-                "stream": track.label,
-                **extra,
-            }
-            self._write(
-                {"name": "thread_name", "ph": "M", "pid": self._pid, "tid": tid, "args": args}
-            )
-            self._write(
-                {
-                    "name": "thread_sort_index",
-                    "ph": "M",
-                    "pid": self._pid,
-                    "tid": tid,
-                    "args": {"sort_index": tid},
-                }
-            )
-        return tid
-
-    def add(self, track: Track, spans: Iterable[Span]) -> None:
-        """Write ``spans`` (in the order their windows opened) on ``track``."""
-        with self._lock:
-            if self._forked:
-                self._refuse_forked("a span")
-            if self._closed:
-                raise ValueError("this trace was closed; write spans before closing it")
-            tid = self._track(track, {})
-            ends = self._nesting[tid]
-            for span in spans:
-                start_ns, end_ns = span.start_ns, max(span.end_ns, span.start_ns)
-                del ends[span.depth :]
-                if ends:
-                    # Within the parent: rounding must not break the stack viewers draw.
-                    parent_end = ends[-1]
-                    start_ns = min(start_ns, parent_end)
-                    end_ns = min(end_ns, parent_end)
-                ends.append(end_ns)
-                self._write(
-                    span_event(span, self._pid, tid, start_ns, end_ns, slice_args=self._slice_args)
-                )
-
-    def flush(self) -> None:
-        with self._lock:
-            if self._forked:
-                self._refuse_forked("flush()")
-            try:
-                self._file.flush()
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot write {self._path}: {exc.strerror}") from None
-
-    def discard(self) -> None:
-        """Close without finishing: a ``replace`` trace leaves ``path`` as it was. Idempotent."""
-        with self._lock:
-            if self._closed or self._forked:  # a forked child's: the parent's file, untouched
-                return
-            self._closed = True
-            if self._replacement is not None:
-                self._replacement.discard()
-            else:
-                self._file.close()
-
-    def close(self) -> None:
-        """Finish the JSON document and close the file (a ``replace`` one: into place).
-
-        Idempotent. Raises :class:`OSError` when the end cannot be written; a ``replace`` trace
-        then leaves ``path`` as it was.
+        A track is announced on first use, with ``extra`` in its args.
         """
-        with self._lock:
-            if self._closed or self._forked:  # a forked child's: the parent's file, untouched
-                return
-            self._closed = True
-            replacement = self._replacement
-            if replacement is not None:
-                try:
-                    self._write_tail()
-                except BaseException:
-                    replacement.discard()
-                    raise
-                replacement.commit()
-                return
-            try:
-                self._write_tail()
-            finally:
-                self._file.close()
+        if track not in self._tracks:
+            tid = len(self._tracks) + 1
+            self._tracks[track] = (tid, [])
+            where = track.backend if track.device is None else f"{track.backend}:{track.device}"
+            args = {"backend": track.backend, "device": track.device, "stream": track.label}
+            self._meta("thread_name", tid, {"name": f"{where} {track.label}", **args, **extra})
+            self._meta("thread_sort_index", tid, {"sort_index": tid})
+        tid, ends = self._tracks[track]
+        for span in spans:
+            start_ns, end_ns = span.start_ns, max(span.end_ns, span.start_ns)
+            del ends[span.depth :]
+            if ends:
+                # Within the parent: rounding must not break the stack viewers draw.
+                start_ns, end_ns = min(start_ns, ends[-1]), min(end_ns, ends[-1])
+            ends.append(end_ns)
+            # Microseconds: ns / 1000 is correctly rounded, and repr() prints the shortest form
+            # that reads back to the same float, so whole nanoseconds survive the round trip.
+            event: dict[str, object] = {
+                "name": span.name,
+                "ph": "X",
+                "pid": self._pid,
+                "tid": tid,
+                "ts": start_ns / 1000,
+                "dur": (end_ns - start_ns) / 1000,
+            }
+            if self._slice_args:
+                event["args"] = {
+                    "duration_ns": span.duration_ns,
+                    "depth": span.depth,
+                    "uncertainty_ns": span.uncertainty_ns,
+                }
+            self._write(event)
 
-    def _write_tail(self) -> None:
-        # A closing metadata event, so the array never ends in a trailing comma.
-        end = {
-            "name": "trace_end",
-            "ph": "M",
-            "pid": self._pid,
-            "tid": 0,
-            "args": {"wall_clock": host_clock().as_json()},
-        }
-        self._text(json.dumps(end, separators=(",", ":")) + "\n]}\n")
+    def finish(self) -> None:
+        """End the document: a closing metadata event, so the array never ends in a comma."""
+        self._meta("trace_end", 0, {"wall_clock": host_clock().as_json()}, end="\n]}\n")
 
 
 _EMPTY_HINT: Final = "pass a trace written by eventapi or another Chrome trace exporter"
