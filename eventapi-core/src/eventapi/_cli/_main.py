@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -31,7 +32,7 @@ from .._errors import EventApiError
 from .._plugins._discovery import KNOWN_HINTS, backends
 from .._plugins._selection import ENV_BACKEND, passed_over, preview
 from .._plugins._spec import BackendInfo
-from ._bench import add_bench_parser
+from ._bench import add_bench_parser, run_bench
 
 __all__ = ["main"]
 
@@ -125,18 +126,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _as_json(row: BackendInfo) -> dict[str, object]:
-    return {
-        "name": row.name,
-        "distribution": row.distribution,
-        "version": row.version,
-        "priority": row.priority,
-        "status": row.status,
-        "reason": row.reason,
-        "install_hint": row.install_hint,
-    }
-
-
 def _table(rows: Sequence[BackendInfo]) -> str:
     cells = [_COLUMNS] + [
         (row.name, str(row.priority), row.distribution, row.version, row.status) for row in rows
@@ -151,8 +140,8 @@ def _table(rows: Sequence[BackendInfo]) -> str:
     return "\n".join(lines)
 
 
-def _install_hints(rows: Sequence[BackendInfo]) -> list[str]:
-    """Install hints where installing is the fix.
+def _install_hints(rows: Sequence[BackendInfo]) -> str:
+    """Install hints where installing is the fix, as a block of lines ("" when there are none).
 
     That is this project's backends that were not found, and plugins that could not be
     imported (a dependency of the plugin is missing). Not an unavailable backend: it is
@@ -170,9 +159,10 @@ def _install_hints(rows: Sequence[BackendInfo]) -> list[str]:
         (name, f"{hint}  (not found)") for name, hint in KNOWN_HINTS.items() if name not in found
     ]
     if not hints:
-        return []
+        return ""
     width = max(len(name) for name, _ in hints)
-    return ["install hints:"] + [f"  {name.ljust(width)}  {hint}" for name, hint in hints]
+    lines = [f"  {name.ljust(width)}  {hint}" for name, hint in hints]
+    return "\n".join(["install hints:", *lines]) + "\n\n"
 
 
 def _public_name(exc: BaseException) -> str:
@@ -220,51 +210,33 @@ def _stdout_kept_for_us() -> Iterator[TextIO]:
     try:
         fd = real.fileno()
     except (AttributeError, ValueError, io.UnsupportedOperation):
-        fd = -1  # not a file (a test's capture): redirect what Python writes, nothing else
-    if fd < 0:
-        sys.stdout = sys.stderr
-        try:
+        fd = -1
+    with contextlib.redirect_stdout(sys.stderr):
+        if fd < 0:  # not a file (a test's capture): redirect what Python writes, nothing else
             yield real
-        finally:
-            sys.stdout = real
-        return
-    real.flush()
-    saved = os.dup(fd)
-    os.dup2(sys.stderr.fileno(), fd)
-    sys.stdout = sys.stderr
-    out = open(saved, "w", encoding=real.encoding, errors=real.errors, closefd=False)  # noqa: SIM115
-    try:
-        yield out
-    finally:
+            return
+        real.flush()
+        saved = os.dup(fd)
+        os.dup2(sys.stderr.fileno(), fd)
         try:
-            out.flush()
+            with open(saved, "w", encoding=real.encoding, errors=real.errors, closefd=False) as out:
+                yield out
         finally:
-            sys.stdout = real
             os.dup2(saved, fd)
             os.close(saved)
 
 
-def _backends(as_json: bool, retry: Sequence[str] = ()) -> int:
-    _retry(retry)
-    with _stdout_kept_for_us() as out:
-        rows = backends()
-        default, would_work = _default_line(rows)
-        if as_json:
-            out.write(json.dumps([_as_json(row) for row in rows], indent=2) + "\n")
-            if not would_work:
-                print(default, file=sys.stderr)
-        else:
-            out.write(_table(rows) + "\n\n")
-            hints = _install_hints(rows)
-            if hints:
-                out.write("\n".join(hints) + "\n\n")
-            out.write(default + "\n")
+def _backends(args: argparse.Namespace, out: TextIO) -> int:
+    _retry(args.retry)
+    rows = backends()
+    default, would_work = _default_line(rows)
+    if args.json:
+        out.write(json.dumps([dataclasses.asdict(row) for row in rows], indent=2) + "\n")
+        if not would_work:
+            print(default, file=sys.stderr)
+    else:
+        out.write(_table(rows) + "\n\n" + _install_hints(rows) + default + "\n")
     return 0 if would_work else 1
-
-
-def _check(names: list[str], as_json: bool, trace: str | None) -> int:
-    with _stdout_kept_for_us() as out:
-        return run_check(names, as_json=as_json, trace=trace, out=out)
 
 
 def run_check(
@@ -312,13 +284,6 @@ def run_check(
     return report(reports, as_json=as_json, trace=trace, out=out)
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from ._bench import run_bench
-
-    with _stdout_kept_for_us() as out:
-        return run_bench(args, out=out)
-
-
 def _trace(args: argparse.Namespace) -> int:
     # Imported here: the trace machinery costs nothing to the other commands.
     from ..trace._merge import merge_files
@@ -352,20 +317,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "backends":
-            status = _backends(args.json, args.retry)
-        elif args.command == "check":
-            status = _check(list(args.names), args.json, args.trace)
-        elif args.command == "bench":
-            status = _bench(args)
-        else:
-            status = _trace(args)
-    except EventApiError as exc:
+        if args.command == "trace":
+            return _trace(args)
+        with _stdout_kept_for_us() as out:  # the other commands run plugin or user code
+            if args.command == "backends":
+                status = _backends(args, out)
+            elif args.command == "check":
+                status = run_check(args.names, as_json=args.json, trace=args.trace, out=out)
+            else:
+                status = run_bench(args, out=out)
+    except (EventApiError, ValueError) as exc:
+        # A ValueError is a usage error: a malformed NAME[:DEVICE] (or EVENTAPI_BACKEND), a
+        # bench target that cannot be imported.
         print(f"eventapi: error: {exc}", file=sys.stderr)
-        return 1
-    except ValueError as exc:  # a malformed NAME[:DEVICE] (or EVENTAPI_BACKEND)
-        print(f"eventapi: error: {exc}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, EventApiError) else 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
