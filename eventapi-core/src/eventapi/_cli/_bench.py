@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._errors import EventApiError
+
 __all__ = ["add_bench_parser", "run_bench"]
 
 
@@ -108,13 +110,9 @@ def run_bench(args: argparse.Namespace, *, out: TextIO) -> int:
             hold_stream=args.hold_stream,
             calls_per_window=args.calls_per_window,
         )
-    except ValueError:
+    except (ValueError, EventApiError):
         raise
     except Exception as exc:  # what fn or setup raised: theirs, reported, not a crash
-        from .._errors import EventApiError
-
-        if isinstance(exc, EventApiError):
-            raise
         print(f"eventapi bench: {args.target} raised {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     if args.json:
