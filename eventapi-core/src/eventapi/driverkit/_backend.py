@@ -226,20 +226,21 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """Enqueue the event's timestamp on ``stream``."""
         handle = self._stream(stream, "event_record")
         event = self._own(event, "event_record", Event)
-        self._enter_both(handle, event, "event_record")
+        self._enter("event_record", handle, event)
         try:
             self._raw_event_record(event._raw, handle._raw)
             event._recorded = True
         finally:
-            self._leave_both(handle, event)
+            self._leave(handle, event)
 
     def event_wait(self, event: Event[RE] | object) -> None:
         """Block until the device reached ``event``; releases the GIL.
 
         ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
         """
-        owner = self._enter_event(event, "event_wait")
-        event = cast("Event[RE]", event)  # _enter_event refused anything else
+        owner = self._event_owner(event, "event_wait")
+        event = cast("Event[RE]", event)  # _event_owner refused anything else
+        owner._enter("event_wait", event)
         try:
             owner._raw_event_wait(event._raw)
         finally:
@@ -249,11 +250,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """Device nanoseconds from ``start`` to ``end``, clamped at 0."""
         start = self._recorded(start, "event_elapsed")
         end = self._recorded(end, "event_elapsed")
-        self._enter_both(start, end, "event_elapsed")
+        self._enter("event_elapsed", start, end)
         try:
             return max(0, self._raw_event_elapsed_ns(start._raw, end._raw))
         finally:
-            self._leave_both(start, end)
+            self._leave(start, end)
 
     def stream_wait_event(self, stream: Stream[RS] | object, event: Event[RE] | object) -> None:
         """Make ``stream`` wait for ``event`` on the device; the host does not block.
@@ -263,16 +264,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         handle = self._stream(stream, "stream_wait_event")
         owner = self._event_owner(event, "stream_wait_event")
         event = cast("Event[RE]", event)  # _event_owner refused anything else
-        if owner is self:  # the common case: both handles under one acquisition of the lock
-            self._enter_both(handle, event, "stream_wait_event")
-            try:
-                self._raw_stream_wait_event(handle._raw, event._raw)
-            finally:
-                self._leave_both(handle, event)
-            return
-        self._enter(handle, "stream_wait_event")
+        self._enter("stream_wait_event", handle)
         try:
-            owner._enter(event, "stream_wait_event")
+            owner._enter("stream_wait_event", event)  # held by its owner, whose lock guards it
             try:
                 self._raw_stream_wait_event(handle._raw, event._raw)
             finally:
@@ -282,12 +276,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def stream_synchronize(self, stream: Stream[RS] | object) -> None:
         """Block until ``stream`` drained; releases the GIL."""
-        handle = self._stream(stream, "stream_synchronize")
-        raw = self._enter(handle, "stream_synchronize")
-        try:
+        with self._hold_stream(stream, "stream_synchronize") as raw:
             self._raw_stream_synchronize(raw)
-        finally:
-            self._leave(handle)
 
     # -- the fast path (eventapi.SupportsFastPath) ---------------------------------------------
     #
@@ -303,15 +293,14 @@ class DriverBackend(ABC, Generic[RE, RS]):
         when ``stream`` is capturing a graph. A failed record destroys the new event before its
         :class:`~eventapi.DriverError` is raised (a failure of that destroy is logged).
         """
-        if type(stream) is not Stream or stream._owner is not self:
-            self._refuse_foreign(stream, "event_record_new", Stream)
-        raw_stream = self._enter(stream, "event_record_new")
+        stream = self._own(stream, "event_record_new", Stream)
+        self._enter("event_record_new", stream)
         try:
-            if self._raw_stream_is_capturing(raw_stream):
+            if self._raw_stream_is_capturing(stream._raw):
                 return None
             event = self.event_create()
             try:
-                self._raw_event_record(event._raw, raw_stream)
+                self._raw_event_record(event._raw, stream._raw)
             except BaseException:
                 self._abandon(event, "record")
                 raise
@@ -330,19 +319,17 @@ class DriverBackend(ABC, Generic[RE, RS]):
         a profiling window makes as it opens and as it stops. Both handles must be this
         object's.
         """
-        if type(event) is not Event or event._owner is not self:
-            self._refuse_foreign(event, "event_record_unless_capturing", Event)
-        if type(stream) is not Stream or stream._owner is not self:
-            self._refuse_foreign(stream, "event_record_unless_capturing", Stream)
+        call = "event_record_unless_capturing"
+        event = self._own(event, call, Event)
+        stream = self._own(stream, call, Stream)
         if not getattr(self._tls, "bound", False):
-            self._ensure_thread("event_record_unless_capturing")
-        # The lock is held across the record instead of counting both handles in and out: a
-        # record only enqueues, and a destroy from another thread meanwhile waits for it.
+            self._ensure_thread(call)
+        # A window's call, made twice per window: the lock is held across the record instead of
+        # counting both handles in and out, since a record only enqueues; a destroy from another
+        # thread meanwhile waits for it.
         with self._lock:
             if event._closed or stream._closed:
-                self._refuse_closed(
-                    event if event._closed else stream, "event_record_unless_capturing"
-                )
+                self._refuse_closed(event if event._closed else stream, call)
             if not self._raw_event_record_unless_capturing(event._raw, stream._raw):
                 return False
             event._recorded = True
@@ -360,32 +347,14 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """
         if len(starts) != len(ends):
             raise ValueError(f"event_elapsed_many: {len(starts)} starts but {len(ends)} ends")
-        if not getattr(self._tls, "bound", False):
-            self._ensure_thread("event_elapsed_many")
-        raw_starts: list[RE] = []
-        raw_ends: list[RE] = []
-        with self._lock:  # as in event_record_unless_capturing: the readings do not block
-            for events, raws in ((starts, raw_starts), (ends, raw_ends)):
-                append = raws.append
-                for event in events:
-                    if (
-                        type(event) is not Event
-                        or event._owner is not self
-                        or event._closed
-                        or not event._recorded
-                    ):
-                        self._refuse_unreadable(event, "event_elapsed_many")
-                    append(event._raw)
-            readings = self._raw_event_elapsed_ns_many(raw_starts, raw_ends)
-        return [reading if reading > 0 else 0 for reading in readings]
-
-    def _refuse_unreadable(self, event: object, call: str) -> NoReturn:
-        # Why ``event`` cannot be read: another object's, destroyed, or never recorded.
-        if type(event) is not Event or event._owner is not self:
-            self._refuse_foreign(event, call, Event)
-        if event._closed:
-            self._refuse_closed(event, call)
-        self._refuse_unrecorded(event, call)
+        events = [self._recorded(event, "event_elapsed_many") for event in (*starts, *ends)]
+        self._enter("event_elapsed_many", *events)
+        try:
+            raws = [event._raw for event in events]
+            readings = self._raw_event_elapsed_ns_many(raws[: len(starts)], raws[len(starts) :])
+        finally:
+            self._leave(*events)
+        return [max(0, reading) for reading in readings]
 
     def __del__(self) -> None:
         if not hasattr(self, "_gone"):  # __init__ never ran
@@ -428,8 +397,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
         stream of this object is returned as it is. Raises :class:`~eventapi.EventStateError`
         when ``stream`` is not one this backend can use, or was destroyed.
         """
-        if type(stream) is Stream and stream._owner is self and not stream._closed:
-            return stream  # what a fence passes every time: its own stream, as it is
         handle = self._stream(stream, "adopt_stream")
         if handle._closed:
             self._refuse_closed(handle, "adopt_stream")
@@ -452,9 +419,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         meanwhile is deferred until the block ends.
         """
         handle = self._stream(stream, call)
-        raw: RS = self._enter(handle, call)
+        self._enter(call, handle)
         try:
-            yield raw
+            yield handle._raw
         finally:
             self._leave(handle)
 
@@ -466,9 +433,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         :class:`~eventapi.EventStateError` naming ``call``.
         """
         event = self._recorded(event, call)
-        raw: RE = self._enter(event, call)
+        self._enter(call, event)
         try:
-            yield raw
+            yield event._raw
         finally:
             self._leave(event)
 
@@ -593,55 +560,27 @@ class DriverBackend(ABC, Generic[RE, RS]):
             owner._refuse_unrecorded(event, call)
         return owner
 
-    def _enter_event(self, event: object, call: str) -> DriverBackend[RE, Any]:
-        # Enters a recorded event for a one-event call; returns the object to make the raw call
-        # on and to leave through (a sibling's event is waited on by its own object). Anything
-        # else is refused, so the caller may take ``event`` for an Event from here.
-        owner = self._event_owner(event, call)
-        owner._enter(cast("Event[Any]", event), call)
-        return owner
-
     # A call holds each handle it uses from _enter to _leave, so that a destroy from another
-    # thread meanwhile is deferred until the call is out of the driver. Calls on two handles
-    # take both under one acquisition of the lock: these are the per-window hot path.
+    # thread meanwhile is deferred until the call is out of the driver: the last one out
+    # destroys it. The lock guards this bookkeeping only, never a driver call.
 
-    def _enter_both(self, first: _Handle, second: _Handle, call: str) -> None:
-        if not getattr(self._tls, "bound", False):
+    def _enter(self, call: str, *handles: _Handle) -> None:
+        if not getattr(self._tls, "bound", False):  # once per thread: spare every call a frame
             self._ensure_thread(call)
         with self._lock:
-            closed = first if first._closed else second if second._closed else None
-            if closed is None:
-                first._users += 1
-                second._users += 1
-        if closed is not None:
-            self._refuse_closed(closed, call)
-
-    def _leave_both(self, first: _Handle, second: _Handle) -> None:
-        with self._lock:
-            first._users -= 1
-            second._users -= 1
-            if not (first._closed or second._closed):
-                return
-        self._leave_closed(first)
-        self._leave_closed(second)
-
-    def _enter(self, handle: _Handle, call: str) -> Any:
-        if not getattr(self._tls, "bound", False):
-            self._ensure_thread(call)
-        with self._lock:
-            closed = handle._closed
-            if not closed:
+            for handle in handles:
+                if handle._closed:
+                    self._refuse_closed(handle, call)
+            for handle in handles:
                 handle._users += 1
-        if closed:
-            self._refuse_closed(handle, call)
-        return handle._raw
 
-    def _leave(self, handle: _Handle) -> None:
+    def _leave(self, *handles: _Handle) -> None:
         with self._lock:
-            handle._users -= 1
-            if not handle._closed:
-                return
-        self._leave_closed(handle)
+            for handle in handles:
+                handle._users -= 1
+        for handle in handles:
+            if handle._closed:  # closed meanwhile: the last one out destroys it
+                self._leave_closed(handle)
 
     def _leave_closed(self, handle: _Handle) -> None:
         # A destroy was asked for while this call held the handle; whoever leaves last does it.
@@ -722,8 +661,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if lost is not None:
             self._log_lost_once(lost)
             return
-        if not getattr(self._tls, "bound", False):
-            self._ensure_thread("event_destroy" if is_event else "stream_destroy")
+        self._ensure_thread("event_destroy" if is_event else "stream_destroy")
         handle._raw = None
         if is_event:
             self._raw_event_destroy(raw)
@@ -792,32 +730,22 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
         ``event`` may be a sibling device's (see :meth:`DriverBackend._shares_handles_with`).
         """
-        if type(event) is Event and event._owner is self and event._recorded:
-            # This object's own recorded event, the common case: a query never blocks, so the
-            # lock is held across it instead of counting the event in and out (as in
-            # event_record_unless_capturing); a destroy from another thread waits for it.
-            if not getattr(self._tls, "bound", False):
-                self._ensure_thread("event_query")
-            with self._lock:
-                if event._closed:
-                    self._refuse_closed(event, "event_query")
-                return self._raw_event_query(event._raw)
-        owner = self._enter_event(event, "event_query")
-        checked = cast("Event[RE]", event)  # _enter_event refused anything else
-        try:
+        owner = self._event_owner(event, "event_query")
+        event = cast("Event[RE]", event)  # _event_owner refused anything else
+        if not getattr(owner._tls, "bound", False):
+            owner._ensure_thread("event_query")
+        # A query never blocks, and a fence's wait makes many: the lock is held across it instead
+        # of counting the event in and out (as in event_record_unless_capturing).
+        with owner._lock:
+            if event._closed:
+                owner._refuse_closed(event, "event_query")
             # A sibling of an object with this capability has it too: one driver, one class.
-            return owner._raw_event_query(checked._raw)
-        finally:
-            owner._leave(checked)
+            return owner._raw_event_query(event._raw)
 
     def _stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
         """True while ``stream`` is capturing a graph."""
-        handle = self._stream(stream, "stream_is_capturing")
-        raw = self._enter(handle, "stream_is_capturing")
-        try:
+        with self._hold_stream(stream, "stream_is_capturing") as raw:
             return self._raw_stream_is_capturing(raw)
-        finally:
-            self._leave(handle)
 
     def _stream_launch_host_func(
         self, stream: Stream[RS] | object, fn: Callable[[], object]
@@ -832,14 +760,14 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if not callable(fn):
             raise TypeError(f"stream_launch_host_func needs a callable, got {bounded_repr(fn)}")
         handle = self._stream(stream, "stream_launch_host_func")
-        raw = self._enter(handle, "stream_launch_host_func")
+        self._enter("stream_launch_host_func", handle)
         try:
-            if self._raw_stream_is_capturing(raw):
+            if self._raw_stream_is_capturing(handle._raw):
                 raise CaptureError(
                     f"{self.BACKEND}: stream_launch_host_func refused on {handle!r}: the stream "
                     "is capturing a graph, where a host function would run on the graph's first "
                     "launch only; launch it after the capture ends, or on another stream"
                 )
-            self._raw_launch_host_func(raw, fn)
+            self._raw_launch_host_func(handle._raw, fn)
         finally:
             self._leave(handle)
