@@ -30,11 +30,11 @@ import socket
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import IO, TYPE_CHECKING, Any, Final, final
 
 from .._arguments import bounded_repr
-from ._files import check_path
+from ._files import naming
 from ._rank import process_title, rank_info
 
 if TYPE_CHECKING:
@@ -76,23 +76,6 @@ class Clock:
     wall_offset_ns: int
     wall_offset_uncertainty_ns: int
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "boot_id": self.boot_id,
-            "wall_offset_ns": self.wall_offset_ns,
-            "wall_offset_uncertainty_ns": self.wall_offset_uncertainty_ns,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Clock:
-        return cls(
-            kind=str(data["kind"]),
-            boot_id=str(data.get("boot_id", "")),
-            wall_offset_ns=int(data["wall_offset_ns"]),
-            wall_offset_uncertainty_ns=int(data.get("wall_offset_uncertainty_ns", 0)),
-        )
-
 
 def _boot_id() -> str:
     # Processes of one boot share CLOCK_MONOTONIC (perf_counter), so their traces merge exactly.
@@ -111,16 +94,13 @@ def host_clock() -> Clock:
     Linux slews ``CLOCK_MONOTONIC`` and ``CLOCK_REALTIME`` alike, so the offset changes only
     when the wall clock is stepped (by an administrator, or NTP correcting a large error).
     """
-    best: tuple[int, int] | None = None
+    samples = []
     for _ in range(_OFFSET_SAMPLES):
         before = time.perf_counter_ns()
         wall = time.time_ns()
         after = time.perf_counter_ns()
-        width = after - before
-        if best is None or width < best[1]:
-            best = (wall - (before + after) // 2, width)
-    assert best is not None
-    offset, width = best
+        samples.append((after - before, wall - (before + after) // 2))
+    width, offset = min(samples, key=lambda sample: sample[0])  # the first of the tightest
     return Clock("monotonic", _boot_id(), offset, (width + 1) // 2 + 1)
 
 
@@ -139,7 +119,7 @@ def process_info() -> dict[str, object]:
         "host": socket.gethostname(),
         "pid": os.getpid(),
         **rank_info(),
-        "clock": host_clock().as_json(),
+        "clock": asdict(host_clock()),
     }
 
 
@@ -154,13 +134,13 @@ class Track:
 
 
 _SPAN_FIELDS: Final = (
-    ("name", str),
-    ("start_ns", int),
-    ("end_ns", int),
-    ("duration_ns", int),
-    ("depth", int),
-    ("stream", str),
-    ("uncertainty_ns", int),
+    "name",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "depth",
+    "stream",
+    "uncertainty_ns",
 )
 _ABSENT: Final = object()
 
@@ -171,8 +151,9 @@ def check_span(span: object, what: str) -> None:
     For spans that do not come from a profiler (a sink called by hand): what a file would
     otherwise write, or fail to encode, is refused first, naming ``what`` and the field.
     """
-    for field, kind in _SPAN_FIELDS:
+    for field in _SPAN_FIELDS:
         value = getattr(span, field, _ABSENT)
+        kind = str if field in ("name", "stream") else int
         if value is _ABSENT:
             raise TypeError(
                 f"{what} takes an eventapi.Span (as EventProfiler.collect gives it), not "
@@ -263,27 +244,22 @@ class TraceFile:
 
     def finish(self) -> None:
         """End the document: a closing metadata event, so the array never ends in a comma."""
-        self._meta("trace_end", 0, {"wall_clock": host_clock().as_json()}, end="\n]}\n")
+        self._meta("trace_end", 0, {"wall_clock": asdict(host_clock())}, end="\n]}\n")
 
 
 _EMPTY_HINT: Final = "pass a trace written by eventapi or another Chrome trace exporter"
 
 
-def read_trace(path: str | os.PathLike[str], *, lenient: bool = False) -> dict[str, Any]:
-    """Read a trace file; one cut short (its process died while writing) is completed.
+def read_trace(where: str, *, lenient: bool = False) -> dict[str, Any]:
+    """Read the trace file ``where``; one cut short (its process died while writing) is completed.
 
     Returns the document in its object form (a bare event array is wrapped). ``lenient``: bytes
     that are not UTF-8 are read as U+FFFD instead of refused (the report draws what it can).
     Raises :class:`ValueError`, in one line that names the file, when it is not a Trace Event
-    JSON document; :class:`OSError` (naming it too) when it cannot be read; :class:`TypeError`
-    for a ``path`` that is not a ``str`` or ``os.PathLike``.
+    JSON document; :class:`OSError` (naming it too) when it cannot be read.
     """
-    where = check_path(path, "the trace's path")
-    try:
-        with open(where, "rb") as file:
-            raw = file.read()
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot read {where}: {exc.strerror}") from None
+    with naming(where, "read"), open(where, "rb") as file:
+        raw = file.read()
     try:
         text = raw.decode("utf-8", errors="replace" if lenient else "strict")
     except UnicodeDecodeError as exc:
@@ -339,17 +315,7 @@ def _parse(text: str, where: str) -> Any:
 
 def json_type(value: object) -> str:
     """The JSON name of ``value``'s type, as an error message says it."""
-    for kind, name in _JSON_TYPES:
-        if isinstance(value, kind):
-            return name
-    return type(value).__name__
-
-
-_JSON_TYPES: Final = (
-    (type(None), "null"),
-    (bool, "boolean"),  # before int: a bool is an int
-    (int | float, "number"),
-    (str, "string"),
-    (list, "array"),
-    (dict, "object"),
-)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return "number"
+    names = {type(None): "null", bool: "boolean", str: "string", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)

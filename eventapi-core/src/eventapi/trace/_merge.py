@@ -26,20 +26,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any, Final
 
 from .._arguments import check_bool
 from ._files import Written, check_path, check_paths, refuse_overlap, replacing
 from ._format import FORMAT, Clock, json_type, read_trace
 
-__all__ = [
-    "check_document",
-    "dump",
-    "merge_documents",
-    "merge_files",
-    "summary",
-    "without_slice_args",
-]
+__all__ = ["check_document", "dump", "merge_documents", "merge_files"]
 
 _LIMIT_NS: Final = 2**63
 """Times, offsets and ids beyond a signed 64-bit count of nanoseconds (292 years) are not ones
@@ -100,57 +94,45 @@ def _object(value: object, where: str) -> dict[str, Any]:
     return value
 
 
-def check_document(document: dict[str, Any], where: str) -> dict[str, Any]:
-    """``document``'s ``otherData.eventapi`` object, once every part a merge reads was checked.
+def check_document(document: dict[str, Any], where: str) -> Clock:
+    """``document``'s clock, once every part a merge reads was checked.
 
     Raises :class:`ValueError`, one line starting with ``where``, naming the first thing wrong:
     a trace that eventapi did not write (its clock is unknown), one of a newer format, a value
     of the wrong type, a time that is not a finite number, an event that is not an object.
     """
     other = document.get("otherData")
-    if other is None:
+    info = None if other is None else _object(other, f"{where}: otherData").get("eventapi")
+    if info is None or "clock" not in _object(info, f"{where}: otherData.eventapi"):
         raise ValueError(f"{where} {_NOT_OURS}")
-    info = _object(other, f"{where}: otherData").get("eventapi")
-    if info is None:
-        raise ValueError(f"{where} {_NOT_OURS}")
-    info = _object(info, f"{where}: otherData.eventapi")
-    if "clock" not in info:
-        raise ValueError(f"{where} {_NOT_OURS}")
-    version = _integer(info.get("format", 0), f"{where}: otherData.eventapi.format", 0)
+    at = f"{where}: otherData.eventapi"
+    version = _integer(info.get("format", 0), f"{at}.format", 0)
     if version > FORMAT:
         raise ValueError(
             f"{where} was written by a newer eventapi (trace format {version}); "
             "upgrade eventapi-core to merge it"
         )
-    _plain(info, f"{where}: otherData.eventapi")
-    clock = _object(info["clock"], f"{where}: otherData.eventapi.clock")
-    kind = clock.get("kind")
+    _plain(info, at)
+    clock = _object(info["clock"], f"{at}.clock")
+    kind, boot_id = clock.get("kind"), clock.get("boot_id", "")
     if kind not in ("monotonic", "wall"):
-        raise ValueError(
-            f"{where}: otherData.eventapi.clock.kind is {_short(kind)}, not 'monotonic' or 'wall'"
-        )
-    if not isinstance(clock.get("boot_id", ""), str):
-        raise ValueError(f"{where}: otherData.eventapi.clock.boot_id is not a string")
+        raise ValueError(f"{at}.clock.kind is {_short(kind)}, not 'monotonic' or 'wall'")
+    if not isinstance(boot_id, str):
+        raise ValueError(f"{at}.clock.boot_id is not a string")
     if "wall_offset_ns" not in clock:
-        raise ValueError(f"{where}: otherData.eventapi.clock has no wall_offset_ns")
-    _integer(clock["wall_offset_ns"], f"{where}: otherData.eventapi.clock.wall_offset_ns")
-    _integer(
-        clock.get("wall_offset_uncertainty_ns", 0),
-        f"{where}: otherData.eventapi.clock.wall_offset_uncertainty_ns",
-        0,
-    )
+        raise ValueError(f"{at}.clock has no wall_offset_ns")
+    offset = _integer(clock["wall_offset_ns"], f"{at}.clock.wall_offset_ns")
+    uncertainty = clock.get("wall_offset_uncertainty_ns", 0)
+    _integer(uncertainty, f"{at}.clock.wall_offset_uncertainty_ns", 0)
     sources = info.get("sources")
-    if sources is not None:
-        if not isinstance(sources, list):
-            raise ValueError(
-                f"{where}: otherData.eventapi.sources is a JSON {json_type(sources)}, not an array"
-            )
-        for i, source in enumerate(sources):
-            at = f"{where}: otherData.eventapi.sources[{i}]"
-            _integer(_object(source, at).get("shift_ns", 0), f"{at}.shift_ns")
+    if sources is not None and not isinstance(sources, list):
+        raise ValueError(f"{at}.sources is a JSON {json_type(sources)}, not an array")
+    for i, source in enumerate(sources or ()):
+        at_source = f"{at}.sources[{i}]"
+        _integer(_object(source, at_source).get("shift_ns", 0), f"{at_source}.shift_ns")
     for i, event in enumerate(document["traceEvents"]):
         _check_event(event, f"{where}: event {i}")
-    return info
+    return Clock(kind, boot_id, offset, uncertainty)
 
 
 def _check_event(event: object, where: str) -> None:
@@ -164,14 +146,11 @@ def _check_event(event: object, where: str) -> None:
     for key in ("pid", "tid"):
         if key in event:
             _integer(event[key], f"{where}: {key}")
-    if "ts" in event:
-        _microseconds(event["ts"], f"{where}: ts", -_LIMIT_NS / 1000)
-    elif phase != "M":
-        raise ValueError(f"{where} (ph {phase!r}) has no ts")
-    if "dur" in event:
-        _microseconds(event["dur"], f"{where}: dur", 0)
-    elif phase == "X":
-        raise ValueError(f"{where} (ph 'X') has no dur")
+    for key, lowest, needed in (("ts", -_LIMIT_NS / 1000, phase != "M"), ("dur", 0, phase == "X")):
+        if key in event:
+            _microseconds(event[key], f"{where}: {key}", lowest)
+        elif needed:
+            raise ValueError(f"{where} (ph {phase!r}) has no {key}")
     if "args" in event:
         _object(event["args"], f"{where}: args")
     for key, value in event.items():
@@ -182,49 +161,42 @@ def _check_event(event: object, where: str) -> None:
 def merge_documents(documents: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
     """One trace holding every event of ``documents``, on one time axis (see the module doc).
 
-    ``names`` label the documents in error messages. Raises :class:`ValueError` for a trace
-    that eventapi did not write (its clock is unknown), one of a newer format, or one that
-    :func:`check_document` refuses.
+    ``names`` label the documents in error messages. Raises :class:`ValueError` for no
+    documents, or one that :func:`check_document` refuses.
     """
     if not documents:
         raise ValueError("nothing to merge: pass at least one trace file")
     from .. import __version__
 
-    infos = [check_document(doc, name) for doc, name in zip(documents, names, strict=True)]
-    clocks = [Clock.from_json(info["clock"]) for info in infos]
-
-    offsets, out_clock, one_boot = _axis(documents, clocks)
+    clocks = [check_document(doc, name) for doc, name in zip(documents, names, strict=True)]
+    offsets, out_clock = _axis(documents, clocks)
     events: list[dict[str, Any]] = []
     used: set[int] = set()
     sources: list[dict[str, Any]] = []
-    for doc, info, offset in zip(documents, infos, offsets, strict=True):
+    for doc, offset in zip(documents, offsets, strict=True):
         shift_ns = offset - out_clock.wall_offset_ns
-        pids: dict[Any, int] = {}
+        pids: dict[int, int] = {}
         for event in doc["traceEvents"]:
             pid = event.get("pid", 0)
             if pid not in pids:
-                new = pid if isinstance(pid, int) and pid not in used else _free(used)
-                used.add(new)
-                pids[pid] = new
-        for event in doc["traceEvents"]:
-            moved = dict(event)
-            moved["pid"] = pids[event.get("pid", 0)]
-            ts = event.get("ts")
-            if shift_ns and isinstance(ts, int | float) and event.get("ph") != "M":
-                moved["ts"] = (round(ts * 1000) + shift_ns) / 1000
+                pids[pid] = pid if pid not in used else max(used) + 1
+                used.add(pids[pid])
+            moved = {**event, "pid": pids[pid]}
+            if shift_ns and "ts" in event and event["ph"] != "M":
+                moved["ts"] = (round(event["ts"] * 1000) + shift_ns) / 1000
             events.append(moved)
-        merged_from = info.get("sources")
-        for source in merged_from if isinstance(merged_from, list) else [info]:
-            sources.append({**source, "shift_ns": shift_ns + int(source.get("shift_ns", 0))})
+        info = doc["otherData"]["eventapi"]
+        for source in [info] if info.get("sources") is None else info["sources"]:
+            sources.append({**source, "shift_ns": shift_ns + source.get("shift_ns", 0)})
     info_out: dict[str, Any] = {
         "format": FORMAT,
         "eventapi": __version__,
-        "clock": out_clock.as_json(),
+        "clock": asdict(out_clock),
         "sources": sources,
         "hosts": len({c.boot_id for c in clocks if c.kind == "monotonic"})
-        + sum(1 for c in clocks if c.kind != "monotonic"),
+        + sum(c.kind != "monotonic" for c in clocks),
     }
-    if not one_boot:
+    if out_clock.kind != "monotonic":
         info_out["cross_host_note"] = (
             "times of different hosts are ordered only as well as the hosts' wall clocks agree "
             "(NTP: about 1 ms, PTP: about 1 us), plus wall_offset_uncertainty_ns"
@@ -232,66 +204,36 @@ def merge_documents(documents: Sequence[dict[str, Any]], names: Sequence[str]) -
     return {"otherData": {"eventapi": info_out}, "displayTimeUnit": "ns", "traceEvents": events}
 
 
-def _axis(
-    documents: Sequence[dict[str, Any]], clocks: list[Clock]
-) -> tuple[list[int], Clock, bool]:
-    """Each document's wall-clock offset, the result's clock, and whether it is one boot's."""
+def _axis(documents: Sequence[dict[str, Any]], clocks: list[Clock]) -> tuple[list[int], Clock]:
+    """Each document's wall-clock offset, and the result's clock: monotonic when one boot's."""
     # One offset per boot: the best measured, so every trace of that boot moves alike.
     best: dict[str, Clock] = {}
     for clock in clocks:
-        if clock.kind != "monotonic":
-            continue
         held = best.get(clock.boot_id)
-        if held is None or clock.wall_offset_uncertainty_ns < held.wall_offset_uncertainty_ns:
+        if clock.kind == "monotonic" and (
+            held is None or clock.wall_offset_uncertainty_ns < held.wall_offset_uncertainty_ns
+        ):
             best[clock.boot_id] = clock
     offsets = [
         best[c.boot_id].wall_offset_ns if c.kind == "monotonic" else c.wall_offset_ns
         for c in clocks
     ]
-
-    one_boot = len(best) == 1 and all(c.kind == "monotonic" for c in clocks)
-    if one_boot:
-        out_clock = next(iter(best.values()))
-    else:
-        # The wall clock, counted from the earliest event (whole microseconds), so that ``ts``
-        # stays small and a float keeps every nanosecond.
-        earliest = min(
-            (
-                round(event["ts"] * 1000) + offset
-                for doc, offset in zip(documents, offsets, strict=True)
-                for event in doc["traceEvents"]
-                if event.get("ph") != "M" and isinstance(event.get("ts"), int | float)
-            ),
-            default=offsets[0],
-        )
-        uncertainty = max(
-            [c.wall_offset_uncertainty_ns for c in best.values()]
-            + [c.wall_offset_uncertainty_ns for c in clocks if c.kind != "monotonic"]
-        )
-        out_clock = Clock("wall", "", earliest // 1000 * 1000, uncertainty)
-    return offsets, out_clock, one_boot
-
-
-def _free(used: set[int]) -> int:
-    return max(used, default=0) + 1
-
-
-def summary(document: dict[str, Any]) -> tuple[int, int, int]:
-    """How many processes, tracks and slices ``document`` (a checked trace) holds."""
-    slices = [e for e in document["traceEvents"] if e.get("ph") == "X"]
-    processes = {e.get("pid", 0) for e in document["traceEvents"] if e.get("ph") != "M"}
-    processes |= {
-        e.get("pid", 0) for e in document["traceEvents"] if e.get("name") == "process_name"
-    }
-    tracks = {(e.get("pid", 0), e.get("tid", 0)) for e in slices}
-    return len(processes), len(tracks), len(slices)
-
-
-def without_slice_args(document: dict[str, Any]) -> None:
-    """Drop every slice's args in place, so that speedscope keys its frames by name alone."""
-    for event in document["traceEvents"]:
-        if event.get("ph") == "X":
-            event.pop("args", None)
+    walls = [c for c in clocks if c.kind != "monotonic"]
+    if len(best) == 1 and not walls:
+        return offsets, next(iter(best.values()))
+    # The wall clock, counted from the earliest event (whole microseconds), so that ``ts``
+    # stays small and a float keeps every nanosecond.
+    earliest = min(
+        (
+            round(event["ts"] * 1000) + offset
+            for doc, offset in zip(documents, offsets, strict=True)
+            for event in doc["traceEvents"]
+            if event["ph"] != "M" and "ts" in event
+        ),
+        default=offsets[0],
+    )
+    uncertainty = max(c.wall_offset_uncertainty_ns for c in [*best.values(), *walls])
+    return offsets, Clock("wall", "", earliest // 1000 * 1000, uncertainty)
 
 
 def dump(document: dict[str, Any], out: str) -> None:
@@ -306,13 +248,14 @@ def merge_files(paths: object, out: object, *, slice_args: bool = True) -> Writt
     check_bool(slice_args, "merge: slice_args")
     inputs = check_paths(paths, "paths")
     target = check_path(out, "out")
-    if not inputs:
-        raise ValueError("nothing to merge: pass at least one trace file")
     refuse_overlap(inputs, target)
-    documents = [read_trace(path) for path in inputs]
-    merged = merge_documents(documents, inputs)
-    if not slice_args:
-        without_slice_args(merged)
+    merged = merge_documents([read_trace(path) for path in inputs], inputs)
+    events = merged["traceEvents"]
+    slices = [event for event in events if event["ph"] == "X"]
+    if not slice_args:  # speedscope then keys its frames by name alone
+        for event in slices:
+            event.pop("args", None)
     dump(merged, target)
-    processes, tracks, slices = summary(merged)
-    return Written(target, processes, slices, tracks)
+    processes = {e["pid"] for e in events if e["ph"] != "M" or e.get("name") == "process_name"}
+    tracks = {(event["pid"], event.get("tid", 0)) for event in slices}
+    return Written(target, len(processes), len(slices), len(tracks))
