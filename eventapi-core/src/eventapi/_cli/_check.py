@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from .._fence import EventFence
-from .._profiling._profiler import EventProfiler, Span
+from .._profiling._profiler import EventProfiler
 from .._protocol import EventApi, SupportsEventQuery, SupportsHostFunc
 
 __all__ = [
@@ -73,6 +73,9 @@ ITERATIONS: Final = 200
 WAIT_S: Final = 10.0
 """How long a check waits for a backend before calling it hung."""
 
+_Outcome = tuple[str, str, dict[str, float]]
+"""What a check found: its result, the table's detail and the measured values."""
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -100,11 +103,6 @@ class BackendReport:
     profilers: tuple[EventProfiler[Any, Any], ...] = ()
 
     @property
-    def spans(self) -> tuple[Span, ...]:
-        """The spans the profilers read, in order."""
-        return tuple(span for profiler in self.profilers for span in profiler.spans)
-
-    @property
     def failed(self) -> bool:
         """True when any check failed."""
         return any(r.result == FAIL for r in self.results)
@@ -125,90 +123,76 @@ def check_backend(
     create streams on ``api``.
     """
     name = name if name is not None else api.BACKEND
-    counts = _live_handles(api)
-    results: list[CheckResult] = []
+    before = _live_handles(api)
     profilers: list[EventProfiler[Any, Any]] = []
+    checks: list[tuple[str, Callable[[], _Outcome]]] = [
+        ("fence_cross_thread", lambda: _check_fence(api)),
+        ("stream_dependency", lambda: _check_dependency(api)),
+        ("window_delay", lambda: _check_window(api, profilers)),
+        ("anchor", lambda: _check_anchor(api)),
+        *_overheads(api, iterations),
+        ("handles", lambda: _check_handles(api, before)),
+    ]
+    results = tuple(CheckResult(name, check, *_outcome(body)) for check, body in checks)
+    return BackendReport(name, results, tuple(profilers))
 
-    def run(check: str, body: Callable[[], tuple[str, str, dict[str, float]]]) -> None:
-        try:
-            result, detail, values = body()
-        except _CheckError as exc:
-            result, detail, values = FAIL, str(exc), {}
-        except Exception as exc:
-            result, detail, values = FAIL, f"{type(exc).__name__}: {exc}", {}
-        results.append(CheckResult(name, check, result, detail, values))
 
-    run("fence_cross_thread", lambda: _check_fence(api))
-    run("stream_dependency", lambda: _check_dependency(api))
-    run("window_delay", lambda: _check_window(api, profilers))
-    run("anchor", lambda: _check_anchor(api))
-    for check, body in _overheads(api, iterations):
-        run(check, body)
-    after = _live_handles(api)
-    if counts is None or after is None:
-        results.append(
-            CheckResult(name, "handles", SKIP, "the backend does not count its live handles")
-        )
-    elif after == counts:
-        results.append(
-            CheckResult(name, "handles", PASS, f"live handles back to {_fmt_handles(counts)}")
-        )
-    else:
-        results.append(
-            CheckResult(
-                name,
-                "handles",
-                FAIL,
-                f"live handles {_fmt_handles(counts)} before, {_fmt_handles(after)} after",
-            )
-        )
-    return BackendReport(name, tuple(results), tuple(profilers))
+def _outcome(body: Callable[[], _Outcome]) -> _Outcome:
+    """What ``body`` found; a failure it raised is a ``FAIL`` that says what it was."""
+    try:
+        return body()
+    except _CheckError as exc:
+        return FAIL, str(exc), {}
+    except Exception as exc:
+        return FAIL, f"{type(exc).__name__}: {exc}", {}
 
 
 # -- the checks ---------------------------------------------------------------------------------
 
 
-def _check_fence(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
-    stream = api.stream_create_non_blocking()
+def _check_fence(api: EventApi[Any, Any]) -> _Outcome:
     gate = threading.Event()
     ran = threading.Event()
-    fence = None
-    try:
-        held = False
-        if isinstance(api, SupportsHostFunc):
-            api.stream_launch_host_func(stream, _held_work(gate, ran))
-            held = True
-        fence = EventFence.record(api, stream)
-        outcome: dict[str, object] = {}
+    outcome: dict[str, object] = {}
 
-        def waiter() -> None:
-            try:
-                fence.wait()
-                outcome["after_work"] = ran.is_set()
-            except BaseException as exc:
-                outcome["error"] = exc
+    def work() -> None:
+        gate.wait(WAIT_S)  # bounded, so a failed check never strands the stream's thread
+        ran.set()
 
-        thread = threading.Thread(target=waiter, name="eventapi-check-waiter", daemon=True)
-        thread.start()
-        gate.set()
-        thread.join(WAIT_S)
-        if thread.is_alive():
-            raise _CheckError(f"the wait on another thread did not return within {WAIT_S:g} s")
-        if "error" in outcome:
-            error = outcome["error"]
-            raise _CheckError(f"the wait on another thread raised {type(error).__name__}: {error}")
-        if held and not outcome["after_work"]:
-            raise _CheckError("the wait on another thread returned before the work ahead of it ran")
-        how = "after the held work ran" if held else "(no host functions: nothing held)"
-        return PASS, f"recorded here, waited on another thread, returned {how}", {}
-    finally:
-        gate.set()
-        if fence is not None:
-            fence.close()
-        _drain_and_destroy(api, stream)
+    def waiter(fence: EventFence[Any, Any]) -> None:
+        try:
+            fence.wait()
+            outcome["after_work"] = ran.is_set()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    held = False
+    with _own_stream(api) as stream:
+        try:
+            if isinstance(api, SupportsHostFunc):
+                api.stream_launch_host_func(stream, work)
+                held = True
+            with EventFence.record(api, stream) as fence:
+                thread = threading.Thread(
+                    target=waiter, args=(fence,), name="eventapi-check-waiter", daemon=True
+                )
+                thread.start()
+                gate.set()
+                thread.join(WAIT_S)
+        finally:
+            gate.set()
+    if thread.is_alive():
+        raise _CheckError(f"the wait on another thread did not return within {WAIT_S:g} s")
+    if "error" in outcome:
+        error = outcome["error"]
+        raise _CheckError(f"the wait on another thread raised {type(error).__name__}: {error}")
+    if held and not outcome["after_work"]:
+        raise _CheckError("the wait on another thread returned before the work ahead of it ran")
+    how = "after the held work ran" if held else "(no host functions: nothing held)"
+    return PASS, f"recorded here, waited on another thread, returned {how}", {}
 
 
-def _check_dependency(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
+def _check_dependency(api: EventApi[Any, Any]) -> _Outcome:
     if not isinstance(api, SupportsHostFunc):
         return SKIP, "needs SupportsHostFunc to hold a stream", {}
     gate = threading.Event()
@@ -243,7 +227,7 @@ def _check_dependency(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, floa
 
 def _check_window(
     api: EventApi[Any, Any], profilers_out: list[EventProfiler[Any, Any]]
-) -> tuple[str, str, dict[str, float]]:
+) -> _Outcome:
     if not isinstance(api, SupportsHostFunc):
         return SKIP, "needs SupportsHostFunc to put a known delay on the stream", {}
     delay_s = DELAY_NS / 1e9
@@ -282,7 +266,7 @@ def _check_window(
     return PASS, f"{detail}, {over / 1e3:.0f} us above what it slept", values
 
 
-def _check_anchor(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
+def _check_anchor(api: EventApi[Any, Any]) -> _Outcome:
     with EventProfiler(api) as prof:
         before = time.perf_counter_ns()
         with prof.window("placed"):
@@ -305,10 +289,19 @@ def _check_anchor(api: EventApi[Any, Any]) -> tuple[str, str, dict[str, float]]:
     return PASS, f"{detail}; span placed inside the host interval that recorded it", values
 
 
-def _overheads(
-    api: EventApi[Any, Any], n: int
-) -> list[tuple[str, Callable[[], tuple[str, str, dict[str, float]]]]]:
-    def record() -> tuple[str, str, dict[str, float]]:
+def _check_handles(api: EventApi[Any, Any], before: tuple[int, ...] | None) -> _Outcome:
+    after = _live_handles(api)
+    if before is None or after is None:
+        return SKIP, "the backend does not count its live handles", {}
+    if after != before:
+        raise _CheckError(
+            f"live handles {_fmt_handles(before)} before, {_fmt_handles(after)} after"
+        )
+    return PASS, f"live handles back to {_fmt_handles(before)}", {}
+
+
+def _overheads(api: EventApi[Any, Any], n: int) -> list[tuple[str, Callable[[], _Outcome]]]:
+    def record() -> _Outcome:
         event = api.event_create()
         try:
             with _own_stream(api) as stream:  # drained before the event is destroyed
@@ -319,7 +312,7 @@ def _overheads(
         finally:
             api.event_destroy(event)
 
-    def query() -> tuple[str, str, dict[str, float]]:
+    def query() -> _Outcome:
         if not isinstance(api, SupportsEventQuery):
             return SKIP, "the backend has no event_query", {}
         event = api.event_create()
@@ -334,7 +327,7 @@ def _overheads(
         finally:
             api.event_destroy(event)
 
-    def fence() -> tuple[str, str, dict[str, float]]:
+    def fence() -> _Outcome:
         with _own_stream(api) as stream:
             t0 = time.perf_counter_ns()
             for _ in range(n):
@@ -343,7 +336,7 @@ def _overheads(
                 f.close()
             return _per_call(time.perf_counter_ns() - t0, n)
 
-    def window() -> tuple[str, str, dict[str, float]]:
+    def window() -> _Outcome:
         with EventProfiler(api) as prof:
             prof.start("warm").stop()  # the pool's first events are created, not timed
             prof.collect()
@@ -367,16 +360,7 @@ def _overheads(
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _held_work(gate: threading.Event, ran: threading.Event) -> Callable[[], None]:
-    def work() -> None:
-        # Bounded, so a check that fails half-way never strands the stream's thread.
-        gate.wait(WAIT_S)
-        ran.set()
-
-    return work
-
-
-def _per_call(total_ns: int, n: int) -> tuple[str, str, dict[str, float]]:
+def _per_call(total_ns: int, n: int) -> _Outcome:
     us = total_ns / n / 1e3
     return PASS, f"{us:.2f} us per call over {n}", {"us_per_call": us}
 
@@ -388,14 +372,10 @@ def _own_stream(api: EventApi[Any, Any]) -> Iterator[Any]:
     try:
         yield stream
     finally:
-        _drain_and_destroy(api, stream)
-
-
-def _drain_and_destroy(api: EventApi[Any, Any], stream: object) -> None:
-    try:
-        api.stream_synchronize(stream)
-    finally:
-        api.stream_destroy(stream)
+        try:
+            api.stream_synchronize(stream)
+        finally:
+            api.stream_destroy(stream)
 
 
 def _live_handles(api: object) -> tuple[int, ...] | None:
