@@ -15,10 +15,10 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
+from typing import Any, ClassVar, Generic, NoReturn, Self, TypeVar, cast
 
 from .._arguments import bounded_repr
-from .._errors import CaptureError, DriverError, EventStateError
+from .._errors import DriverError, EventStateError
 from ._handles import OWED, RE, RELEASED, RS, Event, LiveHandles, Stream, _Handle
 
 __all__ = ["DriverBackend"]
@@ -238,8 +238,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
         ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
         """
-        owner = self._event_owner(event, "event_wait")
-        event = cast("Event[RE]", event)  # _event_owner refused anything else
+        owner, event = self._event_owner(event, "event_wait")
         owner._enter("event_wait", event)
         try:
             owner._raw_event_wait(event._raw)
@@ -262,8 +261,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
         """
         handle = self._stream(stream, "stream_wait_event")
-        owner = self._event_owner(event, "stream_wait_event")
-        event = cast("Event[RE]", event)  # _event_owner refused anything else
+        owner, event = self._event_owner(event, "stream_wait_event")
         self._enter("stream_wait_event", handle)
         try:
             owner._enter("stream_wait_event", event)  # held by its owner, whose lock guards it
@@ -544,25 +542,13 @@ class DriverBackend(ABC, Generic[RE, RS]):
             "nothing to wait for or time; call event_record(event, stream) first"
         )
 
-    def _event_owner(self, event: object, call: str) -> DriverBackend[RE, Any]:
-        # The object whose bookkeeping guards a recorded event: this one, or a sibling device's.
-        # Anything else is refused, so the caller may take ``event`` for an Event from here.
-        if type(event) is Event and event._owner is self:
-            if not event._recorded:
-                self._refuse_unrecorded(event, call)
-            return self
-        if type(event) is not Event:
-            self._refuse_foreign(event, call, Event)
-        owner = event._owner
-        if not self._shares_handles_with(owner):
-            self._refuse_foreign(event, call, Event)
-        if not event._recorded:
-            owner._refuse_unrecorded(event, call)
-        return owner
-
-    # A call holds each handle it uses from _enter to _leave, so that a destroy from another
-    # thread meanwhile is deferred until the call is out of the driver: the last one out
-    # destroys it. The lock guards this bookkeeping only, never a driver call.
+    def _event_owner(self, event: object, call: str) -> tuple[Self, Event[RE]]:
+        # A recorded event, and the object whose bookkeeping guards it: this one, or a sibling
+        # device's (see _shares_handles_with); anything else is refused.
+        owner = event._owner if type(event) is Event else self
+        if owner is not self and self._shares_handles_with(owner):
+            return cast("Self", owner), owner._recorded(event, call)  # one driver, one class
+        return self, self._recorded(event, call)
 
     def _enter(self, call: str, *handles: _Handle) -> None:
         if not getattr(self._tls, "bound", False):  # once per thread: spare every call a frame
@@ -709,65 +695,3 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._forked = True
-
-    # -- the optional capabilities, spelled here and named by the classes that add them -------
-    #
-    # EventQueryMixin, CaptureCheckMixin and HostFuncMixin (in _capabilities) give a subclass
-    # event_query, stream_is_capturing and stream_launch_host_func by naming these methods, so
-    # that the compiled build of the core runs them natively: a class that a backend lists in
-    # its bases beside others cannot be a native class, while this one can.
-
-    def _raw_event_query(self, event: RE) -> bool:
-        """True when the device reached ``event``'s latest record; spelled with EventQueryMixin."""
-        raise NotImplementedError(f"{self.BACKEND}: _raw_event_query (see EventQueryMixin)")
-
-    def _raw_launch_host_func(self, stream: RS, fn: Callable[[], object]) -> None:
-        """Enqueue ``fn()`` on ``stream``; spelled with HostFuncMixin."""
-        raise NotImplementedError(f"{self.BACKEND}: _raw_launch_host_func (see HostFuncMixin)")
-
-    def _event_query(self, event: Event[RE] | object) -> bool:
-        """True when the device reached ``event``; never blocks.
-
-        ``event`` may be a sibling device's (see :meth:`DriverBackend._shares_handles_with`).
-        """
-        owner = self._event_owner(event, "event_query")
-        event = cast("Event[RE]", event)  # _event_owner refused anything else
-        if not getattr(owner._tls, "bound", False):
-            owner._ensure_thread("event_query")
-        # A query never blocks, and a fence's wait makes many: the lock is held across it instead
-        # of counting the event in and out (as in event_record_unless_capturing).
-        with owner._lock:
-            if event._closed:
-                owner._refuse_closed(event, "event_query")
-            # A sibling of an object with this capability has it too: one driver, one class.
-            return owner._raw_event_query(event._raw)
-
-    def _stream_is_capturing(self, stream: Stream[RS] | object) -> bool:
-        """True while ``stream`` is capturing a graph."""
-        with self._hold_stream(stream, "stream_is_capturing") as raw:
-            return self._raw_stream_is_capturing(raw)
-
-    def _stream_launch_host_func(
-        self, stream: Stream[RS] | object, fn: Callable[[], object]
-    ) -> None:
-        """Run ``fn()`` on a driver thread when ``stream`` reaches this point.
-
-        Raises :class:`~eventapi.CaptureError` when the backend can tell (it also has
-        :class:`CaptureCheckMixin`) that ``stream`` is capturing a graph: a host function
-        captured into a graph runs on the graph's first launch only, and is held forever when
-        the graph is never launched.
-        """
-        if not callable(fn):
-            raise TypeError(f"stream_launch_host_func needs a callable, got {bounded_repr(fn)}")
-        handle = self._stream(stream, "stream_launch_host_func")
-        self._enter("stream_launch_host_func", handle)
-        try:
-            if self._raw_stream_is_capturing(handle._raw):
-                raise CaptureError(
-                    f"{self.BACKEND}: stream_launch_host_func refused on {handle!r}: the stream "
-                    "is capturing a graph, where a host function would run on the graph's first "
-                    "launch only; launch it after the capture ends, or on another stream"
-                )
-            self._raw_launch_host_func(handle._raw, fn)
-        finally:
-            self._leave(handle)
