@@ -127,16 +127,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _table(rows: Sequence[BackendInfo]) -> str:
-    cells = [_COLUMNS] + [
-        (row.name, str(row.priority), row.distribution, row.version, row.status) for row in rows
+    cells = [
+        _COLUMNS,
+        *((r.name, str(r.priority), r.distribution, r.version, r.status) for r in rows),
     ]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS) - 1)]
-    lines = [
-        "  ".join(
-            [cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)] + [line[-1]]
-        )
-        for line in cells
-    ]
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
+    widths[-1] = 0  # the last column, STATUS, is not padded
+    lines = (
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in cells
+    )
     return "\n".join(lines)
 
 
