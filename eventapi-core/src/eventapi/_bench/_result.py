@@ -107,7 +107,6 @@ class BenchResult:
     steady: bool = False
     elapsed_ns: int = 0
     warnings: tuple[str, ...] = ()
-    _sorted: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def relative_noise(self) -> float | None:
@@ -125,7 +124,7 @@ class BenchResult:
         number = check_real(q, "quantile: q")
         if not 0.0 <= number <= 1.0:
             raise ValueError(f"a quantile lies in [0, 1], got {bounded_repr(q)}")
-        return nearest_rank(self._sorted, number)
+        return nearest_rank(sorted(self.readings_ns), number)
 
     def compare(self, other: BenchResult) -> Comparison:
         """This result's median time over ``other``'s, with its 95 % interval.
@@ -137,8 +136,8 @@ class BenchResult:
                 f"compare: other must be a BenchResult (what eventapi.bench returns), not "
                 f"{type(other).__qualname__} {bounded_repr(other)}"
             )
-        mine = _widened(self._sorted, self.resolution_ns, _EACH_SIDE)
-        theirs = _widened(other._sorted, other.resolution_ns, _EACH_SIDE)
+        mine = _widened(sorted(self.readings_ns), self.resolution_ns, _EACH_SIDE)
+        theirs = _widened(sorted(other.readings_ns), other.resolution_ns, _EACH_SIDE)
         ratio = self.median_ns / other.median_ns if other.median_ns > 0 else math.inf
         if mine is None or theirs is None:
             return Comparison(ratio=ratio, low=None, high=None)
@@ -190,13 +189,13 @@ class BenchResult:
         return f"{self.backend}: " + ", ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
-        """Every field but the sorted copy, JSON-ready (tuples as lists)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        """Every field, JSON-ready (tuples as lists)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
         return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}
 
 
 def _widened(
-    ordered: tuple[int, ...], resolution_ns: int, confidence: float = CONFIDENCE
+    ordered: list[int] | tuple[int, ...], resolution_ns: int, confidence: float = CONFIDENCE
 ) -> tuple[int, int] | None:
     """The median's interval at ``confidence``, widened by ``resolution_ns`` on each side.
 

@@ -579,7 +579,6 @@ def _result(run: _Runner, timed: _Batch, stopped: StoppedBy) -> BenchResult:
         steady=run.steady,
         elapsed_ns=timed.wall_ns,
         warnings=tuple(warnings),
-        _sorted=ordered,
     )
 
 
