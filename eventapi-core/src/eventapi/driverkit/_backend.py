@@ -218,9 +218,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         A destroy the driver refuses still leaves the event closed and uncounted (it is never
         passed to the driver again), and raises the :class:`~eventapi.DriverError`.
         """
-        if type(event) is not Event or event._owner is not self:
-            self._refuse_foreign(event, "event_destroy", Event)
-        self._close(event)
+        self._close(self._own(event, "event_destroy", Event))
 
     def event_record(self, event: Event[RE] | object, stream: Stream[RS] | object) -> None:
         """Enqueue the event's timestamp on ``stream``."""
@@ -300,7 +298,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
             try:
                 self._raw_event_record(event._raw, stream._raw)
             except BaseException:
-                self._abandon(event, "record")
+                self._collect(event, "after its record failed")
                 raise
             event._recorded = True
             return event
@@ -445,7 +443,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
             # Also the one place a forked object is refused: the fork handler gives it a fresh
             # thread-local, so every call comes here once more and the hot path pays nothing.
             if self._forked:
-                self._refuse_forked(call)
+                raise EventStateError(
+                    f"{self.BACKEND}: {call} refused: this backend object was created before "
+                    f"fork(), in the parent process; it and its handles are not usable in this "
+                    f"process (pid {os.getpid()}). Create a new backend object here, or start "
+                    "worker processes with multiprocessing's 'spawn' or 'forkserver' method"
+                )
             self._bind_thread()
             tls.bound = True
 
@@ -463,40 +466,22 @@ class DriverBackend(ABC, Generic[RE, RS]):
         try:
             handle._raw = create()
         except BaseException:
-            self._abandon(handle, "create")
+            self._collect(handle, "after its create failed")
             raise
         return handle
 
-    def _abandon(self, handle: _Handle, step: str) -> None:
-        # The handle's create or record failed (or was interrupted): it goes back to the driver
-        # (a wrapper the create never reached holds nothing, and is only counted gone), so
-        # nothing leaks, and the caller raises the failure; never raises.
-        try:
-            self._close(handle)
-        except Exception:
-            _log.warning(
-                "%s: destroying %r after its %s failed did not succeed; it is abandoned",
-                self.BACKEND,
-                handle,
-                step,
-                exc_info=True,
-            )
-
     def _own(self, handle: object, call: str, kind: type[H]) -> H:
         # ``handle`` as this object's handle of ``kind``; anything else is refused.
-        if type(handle) is not kind or handle._owner is not self:
-            self._refuse_foreign(handle, call, kind)
-        return handle
-
-    def _refuse_foreign(self, handle: object, call: str, kind: type[_Handle]) -> NoReturn:
+        if type(handle) is kind and handle._owner is self:
+            return handle
         what = "an event" if kind is Event else "a stream"
-        owner = handle._owner if isinstance(handle, _Handle) else None
-        if type(handle) is kind and owner is not None and self._shares_handles_with(owner):
+        if isinstance(handle, kind) and self._shares_handles_with(handle._owner):
             raise EventStateError(
-                f"{self.BACKEND}: {call} refused {handle!r}: it belongs to {owner!r}, another "
-                f"device, and {call} needs {what} of this one ({self!r}); across devices only "
-                "stream_wait_event(stream, event), event_wait(event) and event_query(event) "
-                "take another device's event. Make the call on the handle's own backend object"
+                f"{self.BACKEND}: {call} refused {handle!r}: it belongs to {handle._owner!r}, "
+                f"another device, and {call} needs {what} of this one ({self!r}); across "
+                "devices only stream_wait_event(stream, event), event_wait(event) and "
+                "event_query(event) take another device's event. Make the call on the handle's "
+                "own backend object"
             )
         raise EventStateError(
             f"{self.BACKEND}: {call} refused {bounded_repr(handle)}: not {what} of this "
@@ -504,21 +489,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
             f"(eventapi.backend(...) returns one per device)"
         )
 
-    def _refuse_forked(self, call: str) -> NoReturn:
-        raise EventStateError(
-            f"{self.BACKEND}: {call} refused: this backend object was created before fork(), "
-            f"in the parent process; it and its handles are not usable in this process "
-            f"(pid {os.getpid()}). Create a new backend object here, or start worker processes "
-            "with multiprocessing's 'spawn' or 'forkserver' method"
-        )
-
     def _stream(self, stream: object, call: str) -> Stream[RS]:
-        if type(stream) is Stream:
-            if stream._owner is not self:
-                self._refuse_foreign(stream, call, Stream)
-            return stream
+        # ``stream`` as a stream of this object, or a foreign one adopted for the call.
         if isinstance(stream, _Handle):
-            self._refuse_foreign(stream, call, Stream)
+            return self._own(stream, call, Stream)
         raw = self._adopt_stream(stream)
         if raw is None:
             raise EventStateError(
@@ -530,15 +504,12 @@ class DriverBackend(ABC, Generic[RE, RS]):
     def _recorded(self, event: object, call: str) -> Event[RE]:
         # ``event`` as a recorded event of this object; anything else is refused.
         checked: Event[RE] = self._own(event, call, Event)
-        if not checked._recorded:
-            self._refuse_unrecorded(checked, call)
-        return checked
-
-    def _refuse_unrecorded(self, event: Event[Any], call: str) -> NoReturn:
-        if event._closed:
-            self._refuse_closed(event, call)
+        if checked._recorded:
+            return checked
+        if checked._closed:
+            self._refuse_closed(checked, call)
         raise EventStateError(
-            f"{self.BACKEND}: {call} refused {event!r}: it was never recorded, so there is "
+            f"{self.BACKEND}: {call} refused {checked!r}: it was never recorded, so there is "
             "nothing to wait for or time; call event_record(event, stream) first"
         )
 
@@ -574,15 +545,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
             deferred = handle._closed and handle._users == 0
             if deferred:
                 self._count_gone(handle)  # so no later leaver destroys it again
-        if deferred:
-            # The destroy was asked for by another thread, which has returned already; a
-            # failure here belongs to nobody's call, so it is logged.
-            try:
-                self._release_counted_gone(handle)
-            except Exception:
-                _log.warning(
-                    "%s: deferred destroy of %r failed", self.BACKEND, handle, exc_info=True
-                )
+        if deferred:  # asked for by another thread, which returned already
+            self._release_logged(handle, "deferred while a call used it")
 
     def _refuse_closed(self, handle: _Handle, call: str) -> NoReturn:
         raise EventStateError(
@@ -667,29 +631,32 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 lost,
             )
 
-    def _collect(self, handle: _Handle) -> None:
-        # From the __del__ of a handle whose driver handle is not released (_users is not
-        # RELEASED): the user dropped it without a destroy; or a destroy is owed to a call that
-        # an interrupt stopped between its count and its try (never left), or between its leave
-        # and the deferred destroy; or an interrupt stopped a destroy between its count and the
-        # driver's destroy (OWED, and the wrapper still holds its driver handle). No call is in
-        # flight now, since a call holds the handle, so whatever count such an interrupt left
-        # behind is void.
+    def _collect(self, handle: _Handle, why: str = "dropped without a destroy") -> None:
+        # Releases a handle no call is using: from the __del__ of a handle whose driver handle
+        # is not released (_users is not RELEASED), and after a failed create or record. The
+        # user dropped it without a destroy; or a destroy is owed to a call that an interrupt
+        # stopped between its count and its try (never left), or between its leave and the
+        # deferred destroy; or an interrupt stopped a destroy between its count and the driver's
+        # destroy (OWED, and the wrapper still holds its driver handle). No call is in flight
+        # now, since a call holds the handle, so whatever count such an interrupt left behind
+        # is void.
         with self._lock:
             if handle._users == RELEASED or (handle._closed and handle._raw is None):
                 return  # released already, or never opened (nothing counted, nothing held)
-            owed = handle._closed  # closed by a destroy that was deferred or interrupted
-            if owed and handle._users != OWED:
+            if handle._users != OWED:  # not counted gone yet
+                handle._closed = True
                 self._count_gone(handle)
-            else:
-                handle._users = 0
+        self._release_logged(handle, why)
+
+    def _release_logged(self, handle: _Handle, why: str) -> None:
+        # A release no caller is told of (a finalizer's, the last leaver's, the clean-up before
+        # another error is raised): a failure is logged.
         try:
-            if owed:
-                self._release_counted_gone(handle)
-            else:
-                self._close(handle)
-        except Exception:  # a finalizer has nowhere to raise to
-            _log.warning("%s: destroying a dropped %r failed", self.BACKEND, handle, exc_info=True)
+            self._release_counted_gone(handle)
+        except Exception:
+            _log.warning(
+                "%s: destroying %r (%s) did not succeed", self.BACKEND, handle, why, exc_info=True
+            )
 
     def _forked_in_child(self) -> None:
         self._lock = threading.RLock()
