@@ -82,6 +82,10 @@ class Api:
         self._sig(self.full_name("StreamBeginCapture"), [_VP, ctypes.c_int])
         self._sig(self.full_name("StreamEndCapture"), [_VP, _P(_VP)])
         self._sig(self.full_name("LaunchHostFunc"), [_VP, HOST_FN, _VP])
+        self._sig(self.full_name("EventRecordWithFlags"), [_VP, _VP, ctypes.c_uint])
+        self._sig(self.full_name("GraphInstantiateWithFlags"), [_P(_VP), _VP, ctypes.c_ulonglong])
+        self._sig(self.full_name("GraphLaunch"), [_VP, _VP])
+        self._sig(self.full_name("GraphExecDestroy"), [_VP])
 
     def full_name(self, fn: str) -> str:
         """The driver's name for ``fn``: cuEventRecord or hipEventRecord."""
@@ -140,6 +144,11 @@ class Api:
         graph = _VP(1)
         rc = self.call("StreamEndCapture", stream, ctypes.byref(graph))
         return rc, graph.value or 0
+
+    def instantiate(self, graph: int) -> tuple[int, int]:
+        executable = _VP()
+        rc = self.call("GraphInstantiateWithFlags", ctypes.byref(executable), graph, 0)
+        return rc, executable.value or 0
 
 
 @final
@@ -675,6 +684,129 @@ def test_capture_refuses_sync_and_captured_events(api: Api) -> None:
     for e in (ev, other):
         assert api.call("EventDestroy", e) == SUCCESS
     assert api.call("StreamDestroy", st) == SUCCESS
+
+
+EXTERNAL = 1  # CU_EVENT_RECORD_EXTERNAL, hipEventRecordExternal
+
+
+def test_a_plain_record_in_a_capture_is_never_stamped(api: Api) -> None:
+    # A dependency inside the graph: refused as a captured event while the capture goes on,
+    # "invalid argument" (CUDA's answer) once it ended, launched or not.
+    _, st = api.stream_create()
+    _, ev = api.event_create()
+    assert api.call("StreamBeginCapture", st, MODE_RELAXED) == SUCCESS
+    assert api.call("EventRecord", ev, st) == SUCCESS
+    assert api.call("EventSynchronize", ev) == CAPTURED_EVENT
+    rc, graph = api.end_capture(st)
+    assert rc == SUCCESS
+    rc, executable = api.instantiate(graph)
+    assert rc == SUCCESS
+    assert api.call("GraphDestroy", graph) == SUCCESS
+    for _ in range(2):
+        assert api.call("EventSynchronize", ev) == INVALID_VALUE
+        assert api.call("EventQuery", ev) == INVALID_VALUE
+        assert api.elapsed(ev, ev)[0] == INVALID_VALUE
+        assert api.call("StreamWaitEvent", st, ev, 0) == INVALID_VALUE
+        assert api.call("GraphLaunch", executable, st) == SUCCESS
+        assert api.call("StreamSynchronize", st) == SUCCESS
+    assert api.call("GraphExecDestroy", executable) == SUCCESS
+    assert api.call("EventDestroy", ev) == SUCCESS
+    assert api.call("StreamDestroy", st) == SUCCESS
+
+
+def test_external_records_are_stamped_at_each_launch(api: Api) -> None:
+    _, st = api.stream_create()
+    start, end, before = (api.event_create()[1] for _ in range(3))
+    # The flag is for a capture only, as CUDA says; nothing is recorded.
+    assert api.call("EventRecordWithFlags", start, st, EXTERNAL) == INVALID_VALUE
+    assert api.call("EventRecordWithFlags", start, st, 2) == INVALID_VALUE
+    assert api.elapsed(start, start)[0] == INVALID_HANDLE  # never recorded
+    slept: list[int] = []
+
+    def host_node(_: int | None) -> None:
+        begun = time.perf_counter_ns()
+        time.sleep(0.002)
+        slept.append(time.perf_counter_ns() - begun)
+
+    callback = HOST_FN(host_node)  # kept alive while the graph may run it
+    assert api.call("StreamBeginCapture", st, MODE_RELAXED) == SUCCESS
+    assert api.call("EventRecordWithFlags", start, st, EXTERNAL) == SUCCESS
+    assert api.call("LaunchHostFunc", st, callback, None) == SUCCESS
+    assert api.call("EventRecordWithFlags", end, st, EXTERNAL) == SUCCESS
+    # A node leaves the event as it was: never recorded, so nothing to wait for.
+    assert api.call("EventSynchronize", start) == SUCCESS
+    rc, graph = api.end_capture(st)
+    assert rc == SUCCESS
+    rc, executable = api.instantiate(graph)
+    assert rc == SUCCESS
+    assert api.drv.live_handles().graphs >= 2
+    assert api.call("GraphDestroy", graph) == SUCCESS
+    assert slept == []  # captured, not run
+    assert api.elapsed(start, end)[0] == INVALID_HANDLE
+    for launch in range(3):
+        assert api.call("EventRecord", before, st) == SUCCESS
+        assert api.call("GraphLaunch", executable, st) == SUCCESS
+        assert api.call("EventSynchronize", end) == SUCCESS
+        rc, ms = api.elapsed(start, end)
+        assert rc == SUCCESS
+        assert len(slept) == launch + 1
+        assert ms * 1e6 >= slept[-1] - 20_000  # the host node, within the clock's rounding
+        # Stamped again by this launch: after `before`, which follows the last launch's end.
+        assert api.elapsed(before, start)[1] >= 0
+    assert api.call("GraphExecDestroy", executable) == SUCCESS
+    assert api.call("GraphExecDestroy", executable) == INVALID_HANDLE
+    assert api.call("GraphLaunch", executable, st) == INVALID_HANDLE
+    for ev in (start, end, before):
+        assert api.call("EventDestroy", ev) == SUCCESS
+    assert api.call("StreamDestroy", st) == SUCCESS
+
+
+def test_a_graph_launched_into_a_capture_joins_it(api: Api) -> None:
+    _, st = api.stream_create()
+    _, ev = api.event_create()
+    assert api.call("StreamBeginCapture", st, MODE_RELAXED) == SUCCESS
+    assert api.call("EventRecordWithFlags", ev, st, EXTERNAL) == SUCCESS
+    graph = api.end_capture(st)[1]
+    executable = api.instantiate(graph)[1]
+    assert api.call("StreamBeginCapture", st, MODE_RELAXED) == SUCCESS
+    assert api.call("GraphLaunch", executable, st) == SUCCESS  # its nodes, captured
+    outer = api.end_capture(st)[1]
+    outer_executable = api.instantiate(outer)[1]
+    assert api.elapsed(ev, ev)[0] == INVALID_HANDLE  # nothing ran
+    assert api.call("GraphLaunch", outer_executable, st) == SUCCESS
+    assert api.call("StreamSynchronize", st) == SUCCESS
+    assert api.elapsed(ev, ev) == (SUCCESS, 0.0)
+    for g in (graph, outer):
+        assert api.call("GraphDestroy", g) == SUCCESS
+    for e in (executable, outer_executable):
+        assert api.call("GraphExecDestroy", e) == SUCCESS
+    assert api.call("EventDestroy", ev) == SUCCESS
+    assert api.call("StreamDestroy", st) == SUCCESS
+
+
+def test_hip_before_7_leaves_external_records_in_a_graph_unstamped(
+    emulated_libs: dict[DriverName, EmulatedDriver],
+) -> None:
+    # ROCm/rocm-systems#2380: the runtime records the event as hipEventRecord would.
+    api = Api(emulated_libs["hip"])
+    api.drv.set_driver_version(60241133)
+    try:
+        _, st = api.stream_create()
+        _, ev = api.event_create()
+        assert api.call("EventRecordWithFlags", ev, st, EXTERNAL) == INVALID_VALUE
+        assert api.call("StreamBeginCapture", st, MODE_RELAXED) == SUCCESS
+        assert api.call("EventRecordWithFlags", ev, st, EXTERNAL) == SUCCESS
+        graph = api.end_capture(st)[1]
+        executable = api.instantiate(graph)[1]
+        assert api.call("GraphLaunch", executable, st) == SUCCESS
+        assert api.call("StreamSynchronize", st) == SUCCESS
+        assert api.elapsed(ev, ev)[0] == INVALID_VALUE
+        assert api.call("GraphDestroy", graph) == SUCCESS
+        assert api.call("GraphExecDestroy", executable) == SUCCESS
+        assert api.call("EventDestroy", ev) == SUCCESS
+        assert api.call("StreamDestroy", st) == SUCCESS
+    finally:
+        api.drv.set_driver_version(None)
 
 
 def test_capture_must_end_on_its_thread_unless_relaxed(api: Api) -> None:

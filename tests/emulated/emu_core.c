@@ -34,7 +34,7 @@
 #define H_GEN_MASK 0xFFFFFFFFull
 #define H_SLOT_MASK 0xFFFFFFull
 
-enum kind { K_NONE = 0, K_EVENT = 1, K_STREAM = 2, K_GRAPH = 3, K_CTX = 4 };
+enum kind { K_NONE = 0, K_EVENT = 1, K_STREAM = 2, K_GRAPH = 3, K_CTX = 4, K_EXEC = 5 };
 
 typedef struct slot {
     void *obj;
@@ -62,7 +62,8 @@ typedef struct event {
     int dev;
     int timing;
     int blocking; /* created with the blocking-sync flag: a host wait sleeps */
-    int captured;  /* the latest record went into a capturing stream */
+    int captured;  /* the latest record went into a capturing stream: a node, never stamped */
+    long capture_seq; /* ... the capture it went into (see captured_status) */
     op *last_rec;  /* the latest record (a reference is held), NULL if never recorded */
 } event;
 
@@ -81,13 +82,33 @@ typedef struct stream {
     int capture; /* EMU_CAPTURE_* */
     int capture_mode;
     pthread_t capture_thread;
-    long capture_nodes;
+    long capture_seq; /* this capture's number: an event recorded into it names it */
+    struct node *capture_ops; /* the graph being captured (see struct graph) */
+    long capture_len, capture_cap;
     struct stream *prev, *next; /* every stream whose worker still runs */
 } stream;
 
+/*
+ * A graph's nodes, in capture order (one stream, so one chain). What a launch does with each:
+ * N_RECORD (an external event record) records its event into the launch's stream, so the
+ * event is stamped at every launch; N_HOST enqueues its host function; N_DEPENDENCY (a plain
+ * record or a stream wait, which CUDA makes edges of the graph) does nothing.
+ */
+enum node_type { N_DEPENDENCY = 0, N_RECORD = 1, N_HOST = 2 };
+
+typedef struct node {
+    int type;
+    uint64_t event; /* N_RECORD: the event's handle, looked up at each launch */
+    emu_host_fn fn; /* N_HOST */
+    void *arg;
+} node;
+
+/* A graph (K_GRAPH, from EndCapture) or an executable graph (K_EXEC, from instantiating one):
+ * the nodes, owned. */
 typedef struct graph {
     uint64_t handle;
-    long nodes;
+    node *ops;
+    long len;
 } graph;
 
 typedef struct ctx {
@@ -118,7 +139,8 @@ static struct {
     int device_count;
     int driver_version; /* 0: the symbol layer's default */
     int negative_elapsed;
-    long live_events, live_streams, live_graphs;
+    long live_events, live_streams, live_graphs; /* live_graphs: graphs and executable ones */
+    long capture_seqs; /* captures begun, numbering them */
     stream *implicit[EMU_MAX_DEVICES];
     ctx ctxs[EMU_MAX_DEVICES];
     int sched[EMU_MAX_DEVICES]; /* the device's scheduling mode for host waits (EMU_SCHED_*) */
@@ -497,11 +519,57 @@ static void enqueue(stream *s, op *o) {
     kick(s);
 }
 
-/* Operations on a capturing stream become graph nodes and do not run. */
-static emu_status capture_node(stream *s) {
-    if (s->capture == EMU_CAPTURE_INVALIDATED) return EMU_E_CAPTURE_INVALIDATED;
-    s->capture_nodes++;
+/* Enqueue a call of `fn(arg)` on `s`, a stream not capturing (g.mu held). */
+static emu_status host_on(stream *s, emu_host_fn fn, void *arg) {
+    op *o = calloc(1, sizeof *o);
+    if (o == NULL) return EMU_E_OUT_OF_MEMORY;
+    o->type = OP_HOST;
+    o->fn = fn;
+    o->arg = arg;
+    enqueue(s, o); /* the queue holds the only reference */
     return EMU_OK;
+}
+
+static emu_status graph_new(int kind, const node *ops, long len, uint64_t *out);
+
+/* Operations on a capturing stream become graph nodes and do not run. */
+static emu_status capture_add(stream *s, int type, uint64_t event, emu_host_fn fn, void *arg) {
+    if (s->capture == EMU_CAPTURE_INVALIDATED) return EMU_E_CAPTURE_INVALIDATED;
+    if (s->capture_len == s->capture_cap) {
+        long cap = s->capture_cap ? s->capture_cap * 2 : 16;
+        node *ops = realloc(s->capture_ops, (size_t)cap * sizeof *ops);
+        if (ops == NULL) return EMU_E_OUT_OF_MEMORY;
+        s->capture_ops = ops;
+        s->capture_cap = cap;
+    }
+    s->capture_ops[s->capture_len++] = (node){type, event, fn, arg};
+    return EMU_OK;
+}
+
+static emu_status capture_node(stream *s) { return capture_add(s, N_DEPENDENCY, 0, NULL, NULL); }
+
+/* The capture ends or is dropped: the stream captures nothing from here. */
+static void capture_clear(stream *s) {
+    free(s->capture_ops);
+    s->capture_ops = NULL;
+    s->capture_len = s->capture_cap = 0;
+    s->capture = EMU_CAPTURE_NONE;
+}
+
+/*
+ * What a read of a captured event (one whose latest record went into a capture) answers:
+ * CAPTURED_EVENT while that capture goes on, INVALID_VALUE once it ended ("invalid argument":
+ * what CUDA answers for an event a graph recorded without the external flag, which is a
+ * dependency inside the graph and never a timestamp). EMU_OK for an event not captured.
+ */
+static emu_status captured_status(const event *e) {
+    if (!e->captured) return EMU_OK;
+    for (stream *s = g.streams; s != NULL; s = s->next) {
+        if (s->capture != EMU_CAPTURE_NONE && s->capture_seq == e->capture_seq) {
+            return EMU_E_CAPTURED_EVENT;
+        }
+    }
+    return EMU_E_INVALID_VALUE;
 }
 
 /* -- calls, counters, faults ------------------------------------------------------------ */
@@ -683,7 +751,27 @@ emu_status emuc_event_destroy(uint64_t h) {
     return EMU_OK;
 }
 
-emu_status emuc_event_record(uint64_t h, int dev, uint64_t sh) {
+/* Enqueue a record of `e` on `s`, a stream not capturing (g.mu held). */
+static emu_status record_on(event *e, stream *s) {
+    op *o = calloc(1, sizeof *o);
+    if (o == NULL) return EMU_E_OUT_OF_MEMORY;
+    o->type = OP_RECORD;
+    o->refs = 1; /* the event's reference */
+    if (e->last_rec) op_unref(e->last_rec);
+    e->last_rec = o;
+    e->captured = 0;
+    if (g.instant && s->head == NULL) {
+        /* An instantly fast device: the idle stream reaches the record at once, on the
+         * caller's thread, and no worker is woken (see EMU_INSTANT in README.md). */
+        o->stamp_ns = device_clock_ns();
+        o->done = 1;
+    } else {
+        enqueue(s, o);
+    }
+    return EMU_OK;
+}
+
+emu_status emuc_event_record(uint64_t h, int dev, uint64_t sh, int external) {
     emu_status st;
     stream *s = NULL;
     lock();
@@ -695,32 +783,21 @@ emu_status emuc_event_record(uint64_t h, int dev, uint64_t sh) {
     } else if (s->dev != e->dev) {
         /* Event and stream must belong to one device, as both drivers require. */
         st = EMU_E_INVALID_HANDLE;
+    } else if (external && s->capture == EMU_CAPTURE_NONE) {
+        st = EMU_E_INVALID_VALUE; /* the external flag is for a capture only */
+    } else if (external) {
+        /* An event-record node: the event is left as it is, and each launch records it. */
+        st = capture_add(s, N_RECORD, h, NULL, NULL);
     } else if (s->capture != EMU_CAPTURE_NONE) {
         st = capture_node(s);
         if (st == EMU_OK) {
             if (e->last_rec) op_unref(e->last_rec);
             e->last_rec = NULL;
             e->captured = 1;
+            e->capture_seq = s->capture_seq;
         }
     } else {
-        op *o = calloc(1, sizeof *o);
-        if (o == NULL) {
-            st = EMU_E_OUT_OF_MEMORY;
-        } else {
-            o->type = OP_RECORD;
-            o->refs = 1; /* the event's reference */
-            if (e->last_rec) op_unref(e->last_rec);
-            e->last_rec = o;
-            e->captured = 0;
-            if (g.instant && s->head == NULL) {
-                /* An instantly fast device: the idle stream reaches the record at once, on the
-                 * caller's thread, and no worker is woken (see EMU_INSTANT in README.md). */
-                o->stamp_ns = device_clock_ns();
-                o->done = 1;
-            } else {
-                enqueue(s, o);
-            }
-        }
+        st = record_on(e, s);
     }
     unlock();
     return st;
@@ -731,7 +808,7 @@ emu_status emuc_event_query(uint64_t h) {
     lock();
     event *e = table_get(h, K_EVENT);
     if (e == NULL) st = EMU_E_INVALID_HANDLE;
-    else if (e->captured) st = EMU_E_CAPTURED_EVENT;
+    else if (e->captured) st = captured_status(e);
     else if (e->last_rec != NULL && !e->last_rec->done) st = EMU_E_NOT_READY;
     unlock();
     return st;
@@ -744,7 +821,7 @@ emu_status emuc_event_synchronize(uint64_t h) {
     if (e == NULL) {
         st = EMU_E_INVALID_HANDLE;
     } else if (e->captured) {
-        st = EMU_E_CAPTURED_EVENT;
+        st = captured_status(e);
     } else if (e->last_rec != NULL) {
         /* Hold the record, not the event: either may be re-recorded or destroyed meanwhile. */
         op *r = e->last_rec;
@@ -765,7 +842,7 @@ emu_status emuc_event_elapsed(float *ms, uint64_t start, uint64_t end) {
     if (a == NULL || b == NULL) {
         st = EMU_E_INVALID_HANDLE;
     } else if (a->captured || b->captured) {
-        st = EMU_E_CAPTURED_EVENT;
+        st = a->captured ? captured_status(a) : captured_status(b);
     } else if (!a->timing || !b->timing || a->last_rec == NULL || b->last_rec == NULL) {
         st = EMU_E_INVALID_HANDLE;
     } else if (!a->last_rec->done || !b->last_rec->done) {
@@ -822,7 +899,7 @@ emu_status emuc_stream_destroy(uint64_t h) {
     }
     g.live_streams--;
     s->destroyed = 1;
-    s->capture = EMU_CAPTURE_NONE;
+    capture_clear(s);
     kick(s);
     stream_unref(s);
     unlock();
@@ -842,7 +919,7 @@ emu_status emuc_stream_wait_event(int dev, uint64_t sh, uint64_t h) {
         st = capture_node(s);
     } else if (e->captured) {
         /* Joining a capture from another stream is not emulated. */
-        st = EMU_E_CAPTURED_EVENT;
+        st = captured_status(e);
     } else if (e->last_rec != NULL && !e->last_rec->done) {
         op *o = calloc(1, sizeof *o);
         if (o == NULL) {
@@ -937,7 +1014,7 @@ emu_status emuc_stream_begin_capture(int dev, uint64_t sh, int mode) {
             s->capture = EMU_CAPTURE_ACTIVE;
             s->capture_mode = mode;
             s->capture_thread = pthread_self();
-            s->capture_nodes = 0;
+            s->capture_seq = ++g.capture_seqs;
         }
     }
     unlock();
@@ -957,25 +1034,11 @@ emu_status emuc_stream_end_capture(int dev, uint64_t sh, uint64_t *out) {
                !pthread_equal(s->capture_thread, pthread_self())) {
         st = EMU_E_CAPTURE_WRONG_THREAD;
     } else if (s->capture == EMU_CAPTURE_INVALIDATED) {
-        s->capture = EMU_CAPTURE_NONE;
+        capture_clear(s);
         *out = 0;
         st = EMU_E_CAPTURE_INVALIDATED;
-    } else {
-        graph *gr = calloc(1, sizeof *gr);
-        if (gr == NULL) {
-            st = EMU_E_OUT_OF_MEMORY;
-        } else {
-            gr->nodes = s->capture_nodes;
-            gr->handle = table_add(K_GRAPH, gr);
-            if (gr->handle == 0) {
-                free(gr);
-                st = EMU_E_OUT_OF_MEMORY;
-            } else {
-                g.live_graphs++;
-                s->capture = EMU_CAPTURE_NONE;
-                *out = gr->handle;
-            }
-        }
+    } else if ((st = graph_new(K_GRAPH, s->capture_ops, s->capture_len, out)) == EMU_OK) {
+        capture_clear(s);
     }
     unlock();
     return st;
@@ -987,19 +1050,9 @@ emu_status emuc_launch_host_func(int dev, uint64_t sh, emu_host_fn fn, void *use
     lock();
     emu_status st = stream_resolve(dev, sh, &s);
     if (st == EMU_OK) {
-        if (s->capture != EMU_CAPTURE_NONE) {
-            st = capture_node(s);
-        } else {
-            op *o = calloc(1, sizeof *o);
-            if (o == NULL) {
-                st = EMU_E_OUT_OF_MEMORY;
-            } else {
-                o->type = OP_HOST;
-                o->fn = fn;
-                o->arg = user_data;
-                enqueue(s, o); /* the queue holds the only reference */
-            }
-        }
+        /* Captured, it is a node each launch of the graph enqueues. */
+        st = s->capture != EMU_CAPTURE_NONE ? capture_add(s, N_HOST, 0, fn, user_data)
+                                            : host_on(s, fn, user_data);
     }
     unlock();
     return st;
@@ -1045,15 +1098,72 @@ emu_status emuc_get_sched(int dev, int *mode) {
 
 /* -- graphs ----------------------------------------------------------------------------- */
 
-emu_status emuc_graph_destroy(uint64_t h) {
+/* A new graph of `kind` holding a copy of `len` nodes, its handle in *out (g.mu held). */
+static emu_status graph_new(int kind, const node *ops, long len, uint64_t *out) {
+    graph *gr = calloc(1, sizeof *gr);
+    node *copy = len > 0 ? malloc((size_t)len * sizeof *copy) : NULL;
+    if (gr == NULL || (len > 0 && copy == NULL)) {
+        free(gr);
+        free(copy);
+        return EMU_E_OUT_OF_MEMORY;
+    }
+    if (len > 0) memcpy(copy, ops, (size_t)len * sizeof *copy);
+    gr->ops = copy;
+    gr->len = len;
+    gr->handle = table_add(kind, gr);
+    if (gr->handle == 0) {
+        free(copy);
+        free(gr);
+        return EMU_E_OUT_OF_MEMORY;
+    }
+    g.live_graphs++;
+    *out = gr->handle;
+    return EMU_OK;
+}
+
+static emu_status graph_free(uint64_t h, int kind) {
     emu_status st = EMU_OK;
     lock();
-    graph *gr = table_take(h, K_GRAPH);
+    graph *gr = table_take(h, kind);
     if (gr == NULL) {
         st = EMU_E_INVALID_HANDLE;
     } else {
         g.live_graphs--;
+        free(gr->ops);
         free(gr);
+    }
+    unlock();
+    return st;
+}
+
+emu_status emuc_graph_destroy(uint64_t h) { return graph_free(h, K_GRAPH); }
+emu_status emuc_graph_exec_destroy(uint64_t h) { return graph_free(h, K_EXEC); }
+
+emu_status emuc_graph_instantiate(uint64_t h, uint64_t *out) {
+    if (out == NULL) return EMU_E_INVALID_VALUE;
+    lock();
+    graph *gr = table_get(h, K_GRAPH);
+    emu_status st = gr == NULL ? EMU_E_INVALID_HANDLE : graph_new(K_EXEC, gr->ops, gr->len, out);
+    unlock();
+    return st;
+}
+
+/*
+ * A launch does what the captured stream would have done, on `stream`: each external record
+ * records its event (one destroyed since records nothing), each host function is enqueued.
+ * Into a capturing stream, the graph's nodes join that capture.
+ */
+emu_status emuc_graph_launch(uint64_t h, int dev, uint64_t sh) {
+    stream *s = NULL;
+    lock();
+    graph *gr = table_get(h, K_EXEC);
+    emu_status st = gr == NULL ? EMU_E_INVALID_HANDLE : stream_resolve(dev, sh, &s);
+    for (long i = 0; st == EMU_OK && i < gr->len; i++) {
+        const node *n = &gr->ops[i];
+        event *e = n->type == N_RECORD ? table_get(n->event, K_EVENT) : NULL;
+        if (s->capture != EMU_CAPTURE_NONE) st = capture_add(s, n->type, n->event, n->fn, n->arg);
+        else if (n->type == N_HOST) st = host_on(s, n->fn, n->arg);
+        else if (e != NULL && e->dev == s->dev) st = record_on(e, s);
     }
     unlock();
     return st;

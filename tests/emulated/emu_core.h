@@ -119,8 +119,15 @@ EMU_INTERNAL emu_status emuc_ctx_device(uint64_t ctx, int *dev);
 EMU_INTERNAL emu_status emuc_event_create(int dev, int timing, int blocking, uint64_t *out);
 /* The handle is invalid at once; a record still queued completes harmlessly. */
 EMU_INTERNAL emu_status emuc_event_destroy(uint64_t ev);
-/* Enqueue a record on `stream` (EMU_STREAM_DEFAULT: `dev`'s implicit stream). */
-EMU_INTERNAL emu_status emuc_event_record(uint64_t ev, int dev, uint64_t stream);
+/*
+ * Enqueue a record on `stream` (EMU_STREAM_DEFAULT: `dev`'s implicit stream). Into a capturing
+ * stream a plain record is a dependency of the graph, never stamped (reads of the event answer
+ * EMU_E_CAPTURED_EVENT while the capture goes on, EMU_E_INVALID_VALUE after it ended, until
+ * it is recorded again); `external` (CUDA's and HIP's external record flag) makes it an
+ * event-record node instead, which leaves the event as it is and records it at each launch of
+ * the graph, and is refused (EMU_E_INVALID_VALUE) on a stream that is not capturing.
+ */
+EMU_INTERNAL emu_status emuc_event_record(uint64_t ev, int dev, uint64_t stream, int external);
 EMU_INTERNAL emu_status emuc_event_query(uint64_t ev);
 /* Blocks until the event's latest record was reached. */
 EMU_INTERNAL emu_status emuc_event_synchronize(uint64_t ev);
@@ -140,6 +147,7 @@ EMU_INTERNAL emu_status emuc_stream_ctx(int dev, uint64_t stream, uint64_t *ctx)
 EMU_INTERNAL emu_status emuc_stream_is_capturing(int dev, uint64_t stream, int *status);
 EMU_INTERNAL emu_status emuc_stream_begin_capture(int dev, uint64_t stream, int mode);
 EMU_INTERNAL emu_status emuc_stream_end_capture(int dev, uint64_t stream, uint64_t *graph);
+/* Into a capturing stream, a node that each launch of the graph enqueues. */
 EMU_INTERNAL emu_status emuc_launch_host_func(int dev, uint64_t stream, emu_host_fn fn,
                                               void *user_data);
 /* Block until every stream of `dev` (implicit one included) drained. */
@@ -157,12 +165,18 @@ EMU_INTERNAL emu_status emuc_get_sched(int dev, int *mode);
 
 /* -- graphs ---------------------------------------------------------------------------- */
 
+/* A graph holds the nodes a capture took, in order; an executable graph a copy of them. */
 EMU_INTERNAL emu_status emuc_graph_destroy(uint64_t graph);
+EMU_INTERNAL emu_status emuc_graph_instantiate(uint64_t graph, uint64_t *exec);
+EMU_INTERNAL emu_status emuc_graph_exec_destroy(uint64_t exec);
+/* Enqueue the executable graph's nodes on `stream`, or add them to its capture. */
+EMU_INTERNAL emu_status emuc_graph_launch(uint64_t exec, int dev, uint64_t stream);
 
 /* -- control API (exported by both libraries; see README.md) --------------------------- */
 
 EMU_EXPORT long emu_live_events(void);
 EMU_EXPORT long emu_live_streams(void);
+/* Graphs from EndCapture and executable graphs, created and not destroyed. */
 EMU_EXPORT long emu_live_graphs(void);
 EMU_EXPORT long emu_live_contexts(void);
 EMU_EXPORT int emu_inject_fault(const char *call_name, int count, int error_code);

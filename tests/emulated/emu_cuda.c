@@ -28,6 +28,7 @@ typedef void *CUcontext;
 typedef void *CUevent;
 typedef void *CUstream;
 typedef void *CUgraph;
+typedef void *CUgraphExec;
 typedef uint64_t cuuint64_t;
 typedef void (*CUhostFn)(void *userData);
 
@@ -417,15 +418,17 @@ static CUresult impl_cuEventRecord(CUevent hEvent, CUstream hStream) {
     ENTER("cuEventRecord");
     int dev;
     NEED_CONTEXT(dev);
-    return code(emuc_event_record(H(hEvent), dev, stream_arg(hStream)));
+    return code(emuc_event_record(H(hEvent), dev, stream_arg(hStream), 0));
 }
 
+/* CU_EVENT_RECORD_EXTERNAL (1) in a capture makes an event-record node, stamped at each launch;
+   outside a capture CUDA refuses it ("This flag is invalid when used outside of capture"). */
 static CUresult impl_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned flags) {
     ENTER("cuEventRecordWithFlags");
     int dev;
     NEED_CONTEXT(dev);
     if (flags > 1) return CUDA_ERROR_INVALID_VALUE; /* DEFAULT 0, EXTERNAL 1 */
-    return code(emuc_event_record(H(hEvent), dev, stream_arg(hStream)));
+    return code(emuc_event_record(H(hEvent), dev, stream_arg(hStream), (int)flags));
 }
 
 static CUresult impl_cuEventSynchronize(CUevent hEvent) {
@@ -552,6 +555,34 @@ static CUresult impl_cuGraphDestroy(CUgraph hGraph) {
     return code(emuc_graph_destroy(H(hGraph)));
 }
 
+/* The CUDA 12 ABI of cuGraphInstantiate (cuda.h defines the name as this function). */
+static CUresult impl_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                 unsigned long long flags) {
+    ENTER("cuGraphInstantiateWithFlags");
+    if (phGraphExec == NULL) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    NEED_CONTEXT(dev);
+    (void)flags; /* no flag changes what the emulated graphs do */
+    uint64_t h = 0;
+    CUresult rc = code(emuc_graph_instantiate(H(hGraph), &h));
+    if (rc == CUDA_SUCCESS) *phGraphExec = P(h);
+    return rc;
+}
+
+static CUresult impl_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+    ENTER("cuGraphLaunch");
+    int dev;
+    NEED_CONTEXT(dev);
+    return code(emuc_graph_launch(H(hGraphExec), dev, stream_arg(hStream)));
+}
+
+static CUresult impl_cuGraphExecDestroy(CUgraphExec hGraphExec) {
+    ENTER("cuGraphExecDestroy");
+    int dev;
+    NEED_CONTEXT(dev);
+    return code(emuc_graph_exec_destroy(H(hGraphExec)));
+}
+
 static CUresult impl_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
     ENTER("cuLaunchHostFunc");
     if (fn == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -650,6 +681,9 @@ static const struct {
     {"cuStreamBeginCapture", 10010, (void *)impl_cuStreamBeginCapture_v2},
     {"cuStreamEndCapture", 10000, (void *)impl_cuStreamEndCapture},
     {"cuGraphDestroy", 10000, (void *)impl_cuGraphDestroy},
+    {"cuGraphInstantiateWithFlags", 11040, (void *)impl_cuGraphInstantiateWithFlags},
+    {"cuGraphLaunch", 10000, (void *)impl_cuGraphLaunch},
+    {"cuGraphExecDestroy", 10000, (void *)impl_cuGraphExecDestroy},
     {"cuLaunchHostFunc", 10000, (void *)impl_cuLaunchHostFunc},
     {"cuLaunchHostFunc", 13020, (void *)impl_cuLaunchHostFunc_v2},
     {"cuCtxGetStreamPriorityRange", 5050, (void *)impl_cuCtxGetStreamPriorityRange},
@@ -802,6 +836,10 @@ EXPORT(CUresult, cuStreamBeginCapture, (CUstream, int), impl_cuStreamBeginCaptur
 EXPORT(CUresult, cuStreamBeginCapture_v2, (CUstream, int), impl_cuStreamBeginCapture_v2);
 EXPORT(CUresult, cuStreamEndCapture, (CUstream, CUgraph *), impl_cuStreamEndCapture);
 EXPORT(CUresult, cuGraphDestroy, (CUgraph), impl_cuGraphDestroy);
+EXPORT(CUresult, cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long),
+       impl_cuGraphInstantiateWithFlags);
+EXPORT(CUresult, cuGraphLaunch, (CUgraphExec, CUstream), impl_cuGraphLaunch);
+EXPORT(CUresult, cuGraphExecDestroy, (CUgraphExec), impl_cuGraphExecDestroy);
 EXPORT(CUresult, cuLaunchHostFunc, (CUstream, CUhostFn, void *), impl_cuLaunchHostFunc);
 EXPORT(CUresult, cuCtxGetStreamPriorityRange, (int *, int *), impl_cuCtxGetStreamPriorityRange);
 EXPORT(CUresult, cuStreamGetCtx, (CUstream, CUcontext *), impl_cuStreamGetCtx);

@@ -25,6 +25,8 @@ typedef int hipError_t;
 typedef void *hipEvent_t;
 typedef void *hipStream_t;
 typedef void *hipGraph_t;
+typedef void *hipGraphExec_t;
+typedef void *hipGraphNode_t;
 typedef void (*hipHostFn_t)(void *userData);
 
 enum {
@@ -302,7 +304,31 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     ENTER("hipEventRecord");
     int dev;
     NEED_DEVICE(dev);
-    return code(emuc_event_record(H(event), dev, stream_arg(stream)));
+    return code(emuc_event_record(H(event), dev, stream_arg(stream), 0));
+}
+
+/*
+ * hipEventRecordExternal (1) in a capture makes an event-record node, stamped at each launch,
+ * from HIP 7 on; before, the runtime records it as hipEventRecord would, a dependency inside
+ * the graph that nothing stamps (ROCm/rocm-systems#2380). The version is the one the runtime
+ * reports (EMU_HIP_RUNTIME_VERSION, emu_set_driver_version). Outside a capture the flag is
+ * refused, as CUDA refuses it.
+ */
+#define HIP_EVENT_RECORD_EXTERNAL 0x1u
+#define HIP_STAMPS_EXTERNAL_RECORDS 70000000 /* HIP 7.0 */
+
+hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream, unsigned int flags) {
+    ENTER("hipEventRecordWithFlags");
+    if ((flags & ~HIP_EVENT_RECORD_EXTERNAL) != 0) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    int capturing = 0;
+    int external = flags != 0;
+    if (external && emuc_driver_version(default_version()) < HIP_STAMPS_EXTERNAL_RECORDS &&
+        emuc_stream_is_capturing(dev, stream_arg(stream), &capturing) == EMU_OK && capturing) {
+        external = 0;
+    }
+    return code(emuc_event_record(H(event), dev, stream_arg(stream), external));
 }
 
 hipError_t hipEventSynchronize(hipEvent_t event) {
@@ -415,6 +441,40 @@ hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t *pGraph) {
 hipError_t hipGraphDestroy(hipGraph_t graph) {
     ENTER("hipGraphDestroy");
     return code(emuc_graph_destroy(H(graph)));
+}
+
+static hipError_t instantiate(hipGraphExec_t *pGraphExec, hipGraph_t graph) {
+    if (pGraphExec == NULL) return hipErrorInvalidValue;
+    uint64_t h = 0;
+    hipError_t rc = code(emuc_graph_instantiate(H(graph), &h));
+    if (rc == hipSuccess) *pGraphExec = P(h);
+    return rc;
+}
+
+hipError_t hipGraphInstantiate(hipGraphExec_t *pGraphExec, hipGraph_t graph,
+                               hipGraphNode_t *pErrorNode, char *pLogBuffer, size_t bufferSize) {
+    ENTER("hipGraphInstantiate");
+    (void)pErrorNode, (void)pLogBuffer, (void)bufferSize; /* nothing fails to report there */
+    return instantiate(pGraphExec, graph);
+}
+
+hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t *pGraphExec, hipGraph_t graph,
+                                        unsigned long long flags) {
+    ENTER("hipGraphInstantiateWithFlags");
+    (void)flags; /* no flag changes what the emulated graphs do */
+    return instantiate(pGraphExec, graph);
+}
+
+hipError_t hipGraphLaunch(hipGraphExec_t graphExec, hipStream_t stream) {
+    ENTER("hipGraphLaunch");
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_graph_launch(H(graphExec), dev, stream_arg(stream)));
+}
+
+hipError_t hipGraphExecDestroy(hipGraphExec_t graphExec) {
+    ENTER("hipGraphExecDestroy");
+    return code(emuc_graph_exec_destroy(H(graphExec)));
 }
 
 hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void *userData) {
