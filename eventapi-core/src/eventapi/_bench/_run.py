@@ -162,15 +162,6 @@ class _Batch:
     wall_ns: int = 0
 
 
-def _sync_error(timeout_s: float) -> ValueError:
-    return ValueError(
-        f"bench(hold_stream=True): fn did not return while the stream was held (the hold let "
-        f"go after {timeout_s:.3g} s): fn waits for its own stream (a stream_synchronize, an "
-        "event_wait, a blocking copy), which would wait for the hold forever. Remove the wait "
-        "from fn, or pass hold_stream=False"
-    )
-
-
 @final
 @dataclass(slots=True)
 class _Runner:
@@ -203,12 +194,11 @@ class _Runner:
         until its timeout: then ``fn`` waited for its own stream, a :class:`ValueError`. The
         batch sets the pace (:attr:`each_ns`), and one on a free stream joins :attr:`free`.
         """
-        prof = self.prof
         fn = self.fn
         setup = None if empty else self.setup
-        target = prof.stream
+        target = self.prof.stream
         per_window = 0 if empty else self.per_window
-        window = prof.window
+        window = self.prof.window
         now = time.perf_counter_ns
         out = _Batch()
         ends: list[int] = []
@@ -222,7 +212,7 @@ class _Runner:
 
         began = now()
         if held:
-            api = prof.api
+            api = self.prof.api
             assert isinstance(api, SupportsHostFunc)  # checked by bench before any hold
             api.stream_launch_host_func(target, hold)
         try:
@@ -239,10 +229,15 @@ class _Runner:
                 ends.append(closed)
         finally:
             released.set()
-        spans = prof.collect()
+        spans = self.prof.collect()
         out.wall_ns = now() - began
         if timed_out:
-            raise _sync_error(timeout_s)
+            raise ValueError(
+                f"bench(hold_stream=True): fn did not return while the stream was held (the hold "
+                f"let go after {timeout_s:.3g} s): fn waits for its own stream (a "
+                "stream_synchronize, an event_wait, a blocking copy), which would wait for the "
+                "hold forever. Remove the wait from fn, or pass hold_stream=False"
+            )
         _read(out, spans, ends, count, with_setup=setup is not None)
         if per_window:
             self.host_each_ns = max(1.0, sum(out.host) / (count * per_window))
