@@ -230,12 +230,11 @@ def _check_window(
 ) -> _Outcome:
     if not isinstance(api, SupportsHostFunc):
         return SKIP, "needs SupportsHostFunc to put a known delay on the stream", {}
-    delay_s = DELAY_NS / 1e9
     slept: list[int] = []  # each sleep as the host function timed it, in stream order
 
     def sleep() -> None:
         began = time.perf_counter_ns()
-        time.sleep(delay_s)
+        time.sleep(DELAY_NS / 1e9)
         slept.append(time.perf_counter_ns() - began)
 
     with EventProfiler(api, label=f"{api.BACKEND} check") as prof:
@@ -380,12 +379,8 @@ def _own_stream(api: EventApi[Any, Any]) -> Iterator[Any]:
 
 def _live_handles(api: object) -> tuple[int, ...] | None:
     counter = getattr(api, "live_handles", None)
-    if not callable(counter):
-        return None
-    return tuple(counter())
+    return tuple(counter()) if callable(counter) else None
 
 
 def _fmt_handles(counts: tuple[int, ...]) -> str:
-    if len(counts) == 2:
-        return f"{counts[0]} events, {counts[1]} streams"
-    return str(counts)
+    return f"{counts[0]} events, {counts[1]} streams" if len(counts) == 2 else str(counts)
