@@ -30,7 +30,7 @@ import os
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final, final
+from typing import Any, Final, TypeGuard, final
 
 from .._ranks import nearest_rank
 from ._files import Written, check_path, refuse_overlap, replacing
@@ -58,8 +58,11 @@ _ARG_ITEMS: Final = 20
 
 def text(value: object) -> str:
     """``value`` as a string that UTF-8 can always encode (lone surrogates escaped)."""
-    string = value if isinstance(value, str) else str(value)
-    return string.encode("utf-8", "backslashreplace").decode("utf-8")
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _finite(value: object) -> float | None:
@@ -86,24 +89,22 @@ def _clean(value: object, depth: int = 0) -> object:
     return "\u2026" if isinstance(value, dict | list) else text(value)
 
 
-def _key(value: object) -> int | str:
-    # pid and tid as the trace has them; anything that is not an int or a string (a JSON
-    # array, an object) is one odd key of its type.
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return value
-    return f"<{type(value).__name__}>"
+Key = int | str
+"""A pid or tid as the trace has it; anything else (a JSON array, an object) is one odd key."""
 
 
-def _order(value: int | str) -> tuple[int, int, str]:
+def _key(value: object) -> Key:
+    return value if _whole(value) or isinstance(value, str) else f"<{type(value).__name__}>"
+
+
+def _order(value: Key) -> tuple[int, int, str]:
     return (0, value, "") if isinstance(value, int) else (1, 0, value)
 
 
 @dataclass(slots=True)
 class _Slice:
-    pid: int | str
-    tid: int | str
+    pid: Key
+    tid: Key
     name: str
     ts: float
     dur: float
@@ -111,14 +112,6 @@ class _Slice:
     bound_ns: float | None
     args: object
     depth: int = 0
-
-
-def _duration_ns(args: object, dur: float) -> int:
-    if isinstance(args, dict):
-        value = args.get("duration_ns")
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
-            return value
-    return round(dur * 1000)
 
 
 def _slices(events: Iterable[dict[str, Any]]) -> tuple[list[_Slice], int]:
@@ -134,20 +127,13 @@ def _slices(events: Iterable[dict[str, Any]]) -> tuple[list[_Slice], int]:
             left_out += 1
             continue
         args = event.get("args")
-        bound = _finite(args.get("uncertainty_ns")) if isinstance(args, dict) else None
-        name = event.get("name", "")
-        kept.append(
-            _Slice(
-                _key(event.get("pid", 0)),
-                _key(event.get("tid", 0)),
-                text(name),
-                ts,
-                dur,
-                _duration_ns(args, dur),
-                bound,
-                _clean(args) if isinstance(args, dict) else {},
-            )
-        )
+        args = args if isinstance(args, dict) else {}
+        duration = args.get("duration_ns")
+        if not (_whole(duration) and 0 <= duration < 2**63):
+            duration = round(dur * 1000)
+        pid, tid, name = _key(event.get("pid", 0)), _key(event.get("tid", 0)), event.get("name", "")
+        bound = _finite(args.get("uncertainty_ns"))
+        kept.append(_Slice(pid, tid, text(name), ts, dur, duration, bound, _clean(args)))
     return kept, left_out
 
 
@@ -157,7 +143,7 @@ def _nest(slices: list[_Slice]) -> None:
     Read from the times, not from an ``args.depth`` that a foreign trace may not have (or may
     state wrongly): a slice is inside another when it starts before the other ends.
     """
-    by_track: dict[tuple[int | str, int | str], list[_Slice]] = {}
+    by_track: dict[tuple[Key, Key], list[_Slice]] = {}
     for item in slices:
         by_track.setdefault((item.pid, item.tid), []).append(item)
     for track in by_track.values():
@@ -168,6 +154,32 @@ def _nest(slices: list[_Slice]) -> None:
                 ends.pop()
             item.depth = len(ends)
             ends.append(item.ts + item.dur)
+
+
+def _metadata(
+    events: list[dict[str, Any]],
+) -> tuple[dict[Key, str], dict[Key, tuple[int, int]], dict[tuple[Key, Key], str]]:
+    """Process names, process order (``(0, rank)``, else ``(1, sort index)``), thread names."""
+    processes: dict[Key, str] = {}
+    order: dict[Key, tuple[int, int]] = {}
+    threads: dict[tuple[Key, Key], str] = {}
+    for event in events:
+        if event.get("ph") != "M":
+            continue
+        args = event.get("args")
+        args = args if isinstance(args, dict) else {}
+        pid, kind = _key(event.get("pid", 0)), event.get("name")
+        if kind == "process_name":
+            processes[pid] = text(args.get("name", ""))
+            if _whole(args.get("rank")):
+                order[pid] = (0, args["rank"])
+        elif kind == "process_sort_index" and _whole(args.get("sort_index")):
+            if order.get(pid, (1, 0))[0]:  # a rank comes first
+                order[pid] = (1, args["sort_index"])
+            processes.setdefault(pid, "")
+        elif kind == "thread_name":
+            threads[(pid, _key(event.get("tid", 0)))] = text(args.get("name", ""))
+    return processes, order, threads
 
 
 def format_ns(ns: float) -> str:
@@ -213,98 +225,46 @@ def _slot_colour(slot: int) -> tuple[str, str]:
     return background, ("#111111" if luminance > 0.3 else "#ffffff")
 
 
-def _table(slices: list[_Slice]) -> str:
-    by_name: dict[str, list[int]] = {}
-    for item in slices:
-        by_name.setdefault(item.name, []).append(item.duration_ns)
-    rows = []
-    for name, durations in sorted(by_name.items(), key=lambda item: (-sum(item[1]), item[0])):
-        durations.sort()
-        cells = [
-            str(len(durations)),
-            format_ns(sum(durations)),
-            format_ns(durations[0]),
-            *(format_ns(nearest_rank(durations, q)) for _, q in _QUANTILES),
-            format_ns(durations[-1]),
-        ]
-        rows.append(
-            f"<tr><th scope='row'>{html.escape(name)}</th>"
-            + "".join(f"<td>{cell}</td>" for cell in cells)
-            + "</tr>"
-        )
-    head = "".join(
-        f"<th scope='col'>{h}</th>"
-        for h in ("name", "count", "total", "min", *(q for q, _ in _QUANTILES), "max")
+def _table(table_id: str, head: Iterable[str], rows: Iterable[tuple[str, list[object]]]) -> str:
+    """A table with a column heading per ``head``, and per row a heading (``name``) and cells."""
+    heads = "".join(f"<th scope='col'>{heading}</th>" for heading in head)
+    body = "".join(
+        f"<tr><th scope='row'>{html.escape(name)}</th>"
+        + "".join(f"<td>{cell}</td>" for cell in cells)
+        + "</tr>"
+        for name, cells in rows
     )
-    return f"<table id='stats'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return f"<table id='{table_id}'><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>"
 
 
-@dataclass(slots=True)
-class _Process:
-    name: str
-    rank: int | None = None
-    sort_index: int | None = None
-
-    def order(self, pid: int | str) -> tuple[int, int, tuple[int, int, str]]:
-        if self.rank is not None:
-            return (0, self.rank, _order(pid))
-        return (1, self.sort_index or 0, _order(pid))
-
-
-def _tracks(
-    events: list[dict[str, Any]],
-) -> tuple[dict[int | str, _Process], dict[tuple[int | str, int | str], str]]:
-    processes: dict[int | str, _Process] = {}
-    threads: dict[tuple[int | str, int | str], str] = {}
-    for event in events:
-        if event.get("ph") != "M":
-            continue
-        raw = event.get("args")
-        args: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        pid = _key(event.get("pid", 0))
-        kind = event.get("name")
-        if kind == "process_name":
-            process = processes.setdefault(pid, _Process(""))
-            process.name = text(args.get("name", ""))
-            rank = args.get("rank")
-            if isinstance(rank, int) and not isinstance(rank, bool):
-                process.rank = rank
-        elif kind == "process_sort_index":
-            index = args.get("sort_index")
-            if isinstance(index, int) and not isinstance(index, bool):
-                processes.setdefault(pid, _Process(f"pid {pid}")).sort_index = index
-        elif kind == "thread_name":
-            threads[(pid, _key(event.get("tid", 0)))] = text(args.get("name", ""))
-    return processes, threads
+def _name_table(by_name: dict[str, list[int]]) -> str:
+    """Per window name, in ``by_name``'s order: count, total, min, quantiles and max."""
+    rows = []
+    for name, durations in by_name.items():
+        durations.sort()
+        quantiles = [nearest_rank(durations, q) for _, q in _QUANTILES]
+        times = [sum(durations), durations[0], *quantiles, durations[-1]]
+        rows.append((name, [len(durations), *map(format_ns, times)]))
+    head = ("name", "count", "total", "min", *(q for q, _ in _QUANTILES), "max")
+    return _table("stats", head, rows)
 
 
 def _process_table(
-    rows: list[dict[str, Any]], keys: list[tuple[int | str, int | str]], slices: list[_Slice]
+    rows: list[dict[str, str]], keys: list[tuple[Key, Key]], slices: list[_Slice]
 ) -> str:
     """Per process (per rank in a distributed job): tracks, slices and busy time."""
-    names = {key[0]: row["process"] for key, row in zip(keys, rows, strict=True)}
+    names = {pid: row["process"] for (pid, _), row in zip(keys, rows, strict=True)}
     if len(names) < 2:
         return ""
-    counts: dict[int | str, list[float]] = {pid: [0, 0, 0] for pid in names}
-    for key in keys:
-        counts[key[0]][0] += 1
+    counts = {pid: [0, 0, 0] for pid in names}  # tracks, slices, time of the outermost
+    for pid, _ in keys:
+        counts[pid][0] += 1
     for item in slices:
-        count = counts[item.pid]
-        count[1] += 1
-        if item.depth == 0:
-            count[2] += item.duration_ns
-    body = "".join(
-        f"<tr><th scope='row'>{html.escape(names[pid])}</th><td>{int(c[0])}</td>"
-        f"<td>{int(c[1]):,}</td><td>{format_ns(c[2])}</td></tr>"
-        for pid, c in counts.items()
-    )
-    head = "".join(
-        f"<th scope='col'>{h}</th>" for h in ("process", "tracks", "slices", "busy (outermost)")
-    )
-    return (
-        "<h2>Per process</h2>\n"
-        f"<table id='processes'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    )
+        counts[item.pid][1] += 1
+        counts[item.pid][2] += item.duration_ns if item.depth == 0 else 0
+    body = [(names[pid], [c[0], f"{c[1]:,}", format_ns(c[2])]) for pid, c in counts.items()]
+    head = ("process", "tracks", "slices", "busy (outermost)")
+    return "<h2>Per process</h2>\n" + _table("processes", head, body)
 
 
 def _count(n: int, noun: str) -> str:
@@ -318,19 +278,15 @@ def _embed(data: object) -> str:
     return payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _legend(slices: list[_Slice], palette: dict[str, tuple[str, str]]) -> str:
-    totals: dict[str, int] = {}
-    for item in slices:
-        totals[item.name] = totals.get(item.name, 0) + item.duration_ns
-    ordered = sorted(totals, key=lambda name: (-totals[name], name))
+def _legend(names: list[str], palette: dict[str, tuple[str, str]]) -> str:
     entries = "".join(
         f"<li><span class='swatch' style='background:{palette[name][0]}'></span>"
         f"{html.escape(name) or '<i>(no name)</i>'}</li>"
-        for name in ordered[:_LEGEND]
+        for name in names[:_LEGEND]
     )
     more = (
-        f"<li class='more'>and {len(ordered) - _LEGEND:,} more (see the table)</li>"
-        if len(ordered) > _LEGEND
+        f"<li class='more'>and {len(names) - _LEGEND:,} more (see the table)</li>"
+        if len(names) > _LEGEND
         else ""
     )
     return f"<ul id='legend' aria-label='Colours by name'>{entries}{more}</ul>" if entries else ""
@@ -365,38 +321,34 @@ def _notes(slices: int, left_out: int) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def render(document: dict[str, Any], title: str) -> str:
-    """The HTML page for ``document`` (a parsed trace), titled ``title``.
+def render(document: dict[str, Any], title: str) -> tuple[str, list[_Slice], tuple[str, ...]]:
+    """The HTML page for ``document`` (a parsed trace) titled ``title``, its slices and notes.
 
     Total over anything :func:`~eventapi.trace._format.read_trace` returns: what cannot be
     drawn is left out and counted, never raised.
     """
-    return _render(document, title)[0]
-
-
-def _render(document: dict[str, Any], title: str) -> tuple[str, list[_Slice], tuple[str, ...]]:
-    """:func:`render`'s page, with the slices it holds and its notes."""
     events = [e for e in document.get("traceEvents", ()) if isinstance(e, dict)]
     slices, left_out = _slices(events)
     _nest(slices)
-    processes, threads = _tracks(events)
-    drawn = sorted(slices, key=lambda s: -s.dur)[:MAX_SLICES]
-    no_process = _Process("")
+    processes, order, threads = _metadata(events)
     keys = sorted(
         {(s.pid, s.tid) for s in slices},
-        key=lambda k: (processes.get(k[0], no_process).order(k[0]), _order(k[1])),
+        key=lambda k: (order.get(k[0], (1, 0)), _order(k[0]), _order(k[1])),
     )
-    rows = []
-    for pid, tid in keys:
-        process = processes.get(pid)
-        rows.append(
-            {
-                "process": process.name if process and process.name else f"pid {pid}",
-                "track": threads.get((pid, tid)) or f"tid {tid}",
-            }
-        )
+    rows = [
+        {
+            "process": processes.get(pid) or f"pid {pid}",
+            "track": threads.get((pid, tid)) or f"tid {tid}",
+        }
+        for pid, tid in keys
+    ]
     index = {key: i for i, key in enumerate(keys)}
-    palette = colours(s.name for s in slices)
+    by_name: dict[str, list[int]] = {}
+    for item in slices:
+        by_name.setdefault(item.name, []).append(item.duration_ns)
+    by_name = dict(sorted(by_name.items(), key=lambda item: (-sum(item[1]), item[0])))
+    palette = colours(by_name)
+    drawn = sorted(slices, key=lambda s: -s.dur)[:MAX_SLICES]
     names = sorted({s.name for s in drawn})
     name_index = {name: i for i, name in enumerate(names)}
     data = {
@@ -405,31 +357,22 @@ def _render(document: dict[str, Any], title: str) -> tuple[str, list[_Slice], tu
         "colours": [palette[name] for name in names],
         # One array per slice: row, name, ts (us), dur (us), depth, bound (ns or null), args.
         "slices": [
-            [
-                index[(s.pid, s.tid)],
-                name_index[s.name],
-                s.ts,
-                s.dur,
-                s.depth,
-                s.bound_ns,
-                s.args,
-            ]
+            [index[(s.pid, s.tid)], name_index[s.name], s.ts, s.dur, s.depth, s.bound_ns, s.args]
             for s in sorted(drawn, key=lambda s: s.ts)
         ],
         "total": len(slices),
     }
     notes = _notes(len(slices), left_out)
-    note = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes)
-    process_count = len({key[0] for key in keys} | set(processes)) or 1
+    process_count = len({pid for pid, _ in keys} | set(processes)) or 1
     page = _PAGE.format(
         title=html.escape(text(title)),
         summary=html.escape(
             f"{_count(len(slices), 'slice')} on {_count(len(rows), 'track')} of "
             f"{_count(process_count, 'process')}"
         ),
-        note=note,
-        legend=_legend(slices, palette),
-        table=_table(slices),
+        note="".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes),
+        legend=_legend(list(by_name), palette),
+        table=_name_table(by_name),
         processes=_process_table(rows, keys, slices),
         payload=_embed(data),
         script=_SCRIPT,
@@ -446,8 +389,7 @@ def write_report_file(path: object, out: object = None) -> Reported:
     else:
         target = check_path(out, "out")
     refuse_overlap([source], target)
-    document = read_trace(source, lenient=True)
-    page, slices, notes = _render(document, title=os.path.basename(source))
+    page, slices, notes = render(read_trace(source, lenient=True), os.path.basename(source))
     with replacing(target) as file:
         file.write(page)
     tracks = {(s.pid, s.tid) for s in slices}
