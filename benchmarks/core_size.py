@@ -2,10 +2,12 @@
 
 The core is the package less ``eventapi.testing``, the conformance kit: a test suite that
 backends run, not code a program runs. A line of code is one that holds part of a statement:
-not blank, not only a comment, and not part of a docstring (the string that opens a module,
-class or function). ``in all`` counts every line of the files. Counted with :mod:`tokenize`
-and :mod:`ast`, so a statement over several lines counts each of its lines, as a reader sees
-them; the kit is counted on a line of its own.
+not blank, not only a comment, and not part of a docstring (a string standing as a statement:
+the one that opens a module, class or function, or one after a constant, as Sphinx reads it).
+``in all`` counts every line of the files. Counted with :mod:`tokenize` and :mod:`ast`, so a
+statement over several lines counts each of its lines, as a reader sees them; the kit is
+counted on a line of its own. On the tree before 0.2.0's trimming (``be7fcd8``) it prints
+7,885 lines of code and 12,474 in all.
 
     python benchmarks/core_size.py [ROOT]      # ROOT defaults to eventapi-core/src/eventapi
 """
@@ -39,16 +41,15 @@ def code_lines(source: str) -> int:
         if token.type not in _NOT_CODE:
             lines.update(range(token.start[0], token.end[0] + 1))
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            first = body[0] if body else None
-            if (
-                isinstance(first, ast.Expr)
-                and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)
-            ):
-                assert first.end_lineno is not None
-                lines.difference_update(range(first.lineno, first.end_lineno + 1))
+        # A string standing as a statement: a docstring, of a module, class or function or
+        # (after an assignment, as Sphinx reads it) of a constant or attribute. It does nothing.
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            assert node.end_lineno is not None
+            lines.difference_update(range(node.lineno, node.end_lineno + 1))
     return len(lines)
 
 
