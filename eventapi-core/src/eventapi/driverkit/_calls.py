@@ -12,10 +12,10 @@ pieces here implement that convention once; :mod:`eventapi.driverkit` re-exports
 * :func:`launch_host_func` keeps a Python callable alive until a driver thread has run it
   through one shared C trampoline, and logs what it raises;
 * :func:`foreign_stream_handle` reads the integer handle out of a stream the backend did not
-  create;
-* :func:`open_driver_library` and :func:`c_int_out` (from :mod:`eventapi.driverkit.probe`, where a
-  probe imports them without this module) let a plugin's probe ask the driver library
-  questions through :mod:`ctypes`, without importing the binding.
+  create.
+
+What a plugin's probe asks the driver library (:func:`open_driver_library`, :func:`c_int_out`)
+is in :mod:`eventapi.driverkit.probe`, which a probe imports without this module.
 """
 
 from __future__ import annotations
@@ -33,15 +33,13 @@ from typing import Any, SupportsIndex, final
 from .._arguments import bounded_repr, check_real
 from .._errors import DriverError, EventStateError
 from .._gil import release_gil
-from .probe import c_int_out, open_driver_library
+from .probe import wrong_type
 
 __all__ = [
     "DriverCalls",
-    "c_int_out",
     "foreign_stream_handle",
     "launch_host_func",
     "ms_to_ns",
-    "open_driver_library",
     "pending_host_funcs",
 ]
 
@@ -105,15 +103,11 @@ class DriverCalls:
         sticky: Collection[Any] = (),
     ) -> None:
         if not callable(describe):
-            raise TypeError(
-                f"DriverCalls: describe must be a callable (status -> (name, text)), not "
-                f"{type(describe).__qualname__} {bounded_repr(describe)}"
+            raise wrong_type(
+                "DriverCalls: describe", "a callable (status -> (name, text))", describe
             )
         if isinstance(sticky, str | bytes) or not isinstance(sticky, Collection):
-            raise TypeError(
-                f"DriverCalls: sticky must be a collection of status codes, not "
-                f"{type(sticky).__qualname__} {bounded_repr(sticky)}"
-            )
+            raise wrong_type("DriverCalls: sticky", "a collection of status codes", sticky)
         self._backend = backend
         self._describe = describe
         self._not_ready = _status_code(not_ready, "not_ready")
@@ -245,7 +239,7 @@ class DriverCalls:
     def _lost_again(self, lost: DriverError, fn: Callable[..., Any] | str) -> DriverError:
         return DriverError(
             self._backend,
-            fn if isinstance(fn, str) else _call_name(fn),
+            _call_name(fn),
             lost.code,
             lost.name,
             f"not called: the device context was lost earlier ({lost.call} failed with "
@@ -280,14 +274,13 @@ class DriverCalls:
 def _status_code(code: object, what: str) -> int:
     # The bindings' status enums are ints; int() would also take a str, a float or a Decimal.
     if isinstance(code, bool) or not isinstance(code, SupportsIndex):
-        raise TypeError(
-            f"DriverCalls: {what} must be a status code (the binding's enum value or an int), "
-            f"not {type(code).__qualname__} {bounded_repr(code)}"
+        raise wrong_type(
+            f"DriverCalls: {what}", "a status code (the binding's enum value or an int)", code
         )
     return operator.index(code)
 
 
-def _call_name(fn: Callable[..., Any]) -> str:
+def _call_name(fn: Callable[..., Any] | str) -> str:
     return str(getattr(fn, "__name__", fn))
 
 
@@ -358,10 +351,7 @@ def launch_host_func(
     """
     for what, value in (("fn", fn), ("enqueue", enqueue)):
         if not callable(value):
-            raise TypeError(
-                f"launch_host_func: {what} must be callable, not {type(value).__qualname__} "
-                f"{bounded_repr(value)}"
-            )
+            raise wrong_type(f"launch_host_func: {what}", "callable", value)
     address = _trampoline()
     key = next(_keys)
     with _pending_lock:

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .._arguments import bounded_repr
 from .._metadata import name_and_version
 
 if TYPE_CHECKING:
@@ -56,28 +57,22 @@ def open_driver_library(names: Sequence[str | bytes]) -> ctypes.CDLL | None:
 
 
 def _name_list(names: object) -> Sequence[object]:
-    from .._arguments import bounded_repr
-
     if isinstance(names, str | bytes | os.PathLike):
         raise TypeError(
             f"open_driver_library: names must be a sequence of library names, not a single "
             f"{type(names).__name__}: pass [{bounded_repr(names)}]"
         )
     if not isinstance(names, Sequence):
-        raise TypeError(
-            f"open_driver_library: names must be a sequence of library names (a list of str), "
-            f"not {type(names).__qualname__} {bounded_repr(names)}"
+        raise wrong_type(
+            "open_driver_library: names", "a sequence of library names (a list of str)", names
         )
     return names
 
 
 def _library_name(name: object, index: int) -> str:
-    from .._arguments import bounded_repr
-
     if not isinstance(name, str | bytes | os.PathLike):
-        raise TypeError(
-            f"open_driver_library: names[{index}] must be a str, bytes or os.PathLike, not "
-            f"{type(name).__qualname__} {bounded_repr(name)}"
+        raise wrong_type(
+            f"open_driver_library: names[{index}]", "a str, bytes or os.PathLike", name
         )
     path = os.fsdecode(name)
     if not path:
@@ -104,18 +99,12 @@ def c_int_out(library: ctypes.CDLL, function: str) -> tuple[int, int]:
     """
     import ctypes
 
-    from .._arguments import bounded_repr
-
     if not isinstance(library, ctypes.CDLL):
-        raise TypeError(
-            f"c_int_out: library must be a ctypes.CDLL (open_driver_library returns one), not "
-            f"{type(library).__qualname__} {bounded_repr(library)}"
+        raise wrong_type(
+            "c_int_out: library", "a ctypes.CDLL (open_driver_library returns one)", library
         )
     if not isinstance(function, str):
-        raise TypeError(
-            f"c_int_out: function must be the symbol's name as a str, not "
-            f"{type(function).__qualname__} {bounded_repr(function)}"
-        )
+        raise wrong_type("c_int_out: function", "the symbol's name as a str", function)
     fn = getattr(library, function, None)
     if fn is None:
         return -1, 0
@@ -133,16 +122,23 @@ def installed_version(distribution: str) -> str | None:
     """
     import importlib.metadata
 
-    from .._arguments import bounded_repr
-
     if not isinstance(distribution, str):
-        raise TypeError(
-            f"installed_version: distribution must be a distribution's name as a str, not "
-            f"{type(distribution).__qualname__} {bounded_repr(distribution)}"
+        raise wrong_type(
+            "installed_version: distribution", "a distribution's name as a str", distribution
         )
-
     try:
         dist = importlib.metadata.distribution(distribution)
     except (importlib.metadata.PackageNotFoundError, ValueError):
         return None
     return name_and_version(dist)[1]
+
+
+def wrong_type(what: str, expected: str, value: object) -> TypeError:
+    """The :class:`TypeError` for the argument ``what``, given ``value``: it must be ``expected``.
+
+    How every helper of :mod:`eventapi.driverkit` refuses an argument of the wrong type; not
+    part of the public face (``__all__``).
+    """
+    return TypeError(
+        f"{what} must be {expected}, not {type(value).__qualname__} {bounded_repr(value)}"
+    )
