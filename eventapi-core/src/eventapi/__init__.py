@@ -40,6 +40,8 @@ if TYPE_CHECKING:
         SupportsCaptureCheck,
         SupportsEventQuery,
         SupportsFastPath,
+        SupportsGraphRecord,
+        SupportsGraphs,
         SupportsHostFunc,
     )
 else:
@@ -87,6 +89,8 @@ __all__ = [
     "SupportsCaptureCheck",
     "SupportsEventQuery",
     "SupportsFastPath",
+    "SupportsGraphRecord",
+    "SupportsGraphs",
     "SupportsHostFunc",
     "UnsupportedError",
     "Window",
@@ -127,6 +131,8 @@ _WHERE = {
     "SupportsCaptureCheck": "_protocol",
     "SupportsEventQuery": "_protocol",
     "SupportsFastPath": "_protocol",
+    "SupportsGraphRecord": "_protocol",
+    "SupportsGraphs": "_protocol",
     "SupportsHostFunc": "_protocol",
     "UnsupportedError": "_errors",
     "Window": "_profiling._profiler",

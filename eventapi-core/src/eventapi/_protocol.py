@@ -5,10 +5,13 @@ it. Everything above these calls (a fence's lifetime, a profiling window, the an
 one on the host clock) is written once, in the classes that *hold* a backend.
 
 Optional capabilities are protocols of their own (:class:`SupportsEventQuery`,
-:class:`SupportsCaptureCheck`, :class:`SupportsHostFunc`, and :class:`SupportsFastPath` for the
-calls a fence and a profiler fuse). Which ones a backend has is decided by one rule everywhere
-(the fence, the profiler, the conformance kit, ``eventapi check``): ``isinstance`` against the
-runtime-checkable protocol, asked once per backend class by :func:`capabilities_of` and cached.
+:class:`SupportsCaptureCheck`, :class:`SupportsHostFunc`, :class:`SupportsFastPath` for the
+calls a fence and a profiler fuse, and for CUDA graphs :class:`SupportsGraphs`, which captures a
+stream's work into a graph and launches it, and :class:`SupportsGraphRecord`, which records an
+event into a graph as a node each launch stamps). Which ones a backend has is decided by one
+rule everywhere (the fence, the profiler, the conformance kit, ``eventapi check``):
+``isinstance`` against the runtime-checkable protocol, asked once per backend class by
+:func:`capabilities_of` and cached.
 
 The contract is deliberately only what :class:`~eventapi.EventFence` and
 :class:`~eventapi.EventProfiler` need. Memory, launches and module loading have their own seams;
@@ -26,18 +29,22 @@ from ._arguments import bounded_repr
 __all__ = [
     "CAPABILITY_METHODS",
     "FAST_PATH_METHODS",
+    "GRAPH_METHODS",
     "PROTOCOL_METHODS",
     "Capabilities",
     "EventApi",
     "SupportsCaptureCheck",
     "SupportsEventQuery",
     "SupportsFastPath",
+    "SupportsGraphRecord",
+    "SupportsGraphs",
     "SupportsHostFunc",
     "capabilities_of",
 ]
 
 E = TypeVar("E")
 S = TypeVar("S")
+G = TypeVar("G")
 E_contra = TypeVar("E_contra", contravariant=True)
 S_contra = TypeVar("S_contra", contravariant=True)
 
@@ -206,6 +213,81 @@ class SupportsFastPath(Protocol[E, S]):
         ...
 
 
+@runtime_checkable
+class SupportsGraphs(Protocol[S_contra, G]):
+    """Optional capability: capture a stream's work into a graph, and launch the graph.
+
+    Stream capture as CUDA and HIP do it: between :meth:`stream_begin_capture` and
+    :meth:`stream_end_capture`, work enqueued on the stream is taken into a graph instead of
+    run; each :meth:`graph_launch` then runs it. ``G`` is the backend's graph handle, ready to
+    launch (an executable graph: instantiated as the capture ends). Not a widening of
+    :class:`EventApi` (launches have their own seam): the conformance kit and tests make graphs
+    with it, to check what windows inside a graph read (:class:`SupportsGraphRecord`).
+
+    Inside a capture, a plain ``event_record`` is a dependency of the graph, never a
+    timestamp: waiting on or reading the event raises :class:`~eventapi.DriverError` (CUDA's
+    ``CUDA_ERROR_CAPTURED_EVENT`` during the capture, ``CUDA_ERROR_INVALID_VALUE`` after) until
+    it is recorded again outside one. A fence and a window are therefore never recorded there
+    (:class:`SupportsCaptureCheck`).
+    """
+
+    def stream_begin_capture(self, stream: S_contra) -> None:
+        """Start capturing ``stream`` into a graph.
+
+        The capture may end on any thread and forbids no call of other threads (CUDA's and
+        HIP's relaxed capture mode). Raises :class:`~eventapi.DriverError` when the stream is
+        capturing already or cannot be captured (a legacy default stream).
+        """
+        ...
+
+    def stream_end_capture(self, stream: S_contra) -> G:
+        """End the capture of ``stream``; the graph of what it took, ready to launch.
+
+        Raises :class:`~eventapi.DriverError` when the stream is not capturing, or when the
+        capture was invalidated by a call it could not take (nothing is returned then, and the
+        stream captures no more).
+        """
+        ...
+
+    def graph_launch(self, graph: G, stream: S_contra) -> None:
+        """Enqueue a run of ``graph`` on ``stream``; return once it is queued.
+
+        A graph may be launched any number of times, on any stream of the backend object.
+        """
+        ...
+
+    def graph_destroy(self, graph: G) -> None:
+        """Release ``graph``; a second call is a no-op.
+
+        Runs already launched complete. Events the graph records stay the caller's.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsGraphRecord(Protocol[E_contra, S_contra]):
+    """Optional capability: record an event into a graph, as a node each launch stamps.
+
+    CUDA's ``cuEventRecordWithFlags(event, stream, CU_EVENT_RECORD_EXTERNAL)`` and HIP's
+    ``hipEventRecordExternal``: recorded into a stream that is capturing a graph, the event
+    becomes an event-record node of the graph, and every launch of the graph records it when
+    the launch reaches that node. An event keeps only its latest stamp, and neither driver
+    counts how often a node ran. Used by :class:`~eventapi.EventProfiler` with
+    ``in_graphs=True``, whose windows opened in a capture become part of the graph.
+    """
+
+    def event_record_in_graph(self, event: E_contra, stream: S_contra) -> None:
+        """Record ``event`` into the graph ``stream`` is capturing, as an event-record node.
+
+        The event is left as it was until a launch of the graph reaches the node (one never
+        recorded before reads as never stamped: its readings raise). Raises
+        :class:`~eventapi.EventStateError` when ``stream`` is not capturing a graph (record
+        with ``event_record`` there), and :class:`~eventapi.DriverError` when the driver
+        refuses the node (the capture was invalidated, say).
+        """
+        ...
+
+
 def _methods(protocol: type) -> tuple[str, ...]:
     members = vars(protocol).items()
     return tuple(name for name, member in members if not name.startswith("_") and callable(member))
@@ -224,6 +306,12 @@ CAPABILITY_METHODS: Final[tuple[str, ...]] = (
 FAST_PATH_METHODS: Final[tuple[str, ...]] = _methods(SupportsFastPath)
 """The methods of :class:`SupportsFastPath`, read off it likewise."""
 
+GRAPH_METHODS: Final[tuple[str, ...]] = (
+    *_methods(SupportsGraphs),
+    *_methods(SupportsGraphRecord),
+)
+"""The methods of :class:`SupportsGraphs` and :class:`SupportsGraphRecord`, read off them."""
+
 
 @final
 class Capabilities(NamedTuple):
@@ -233,6 +321,8 @@ class Capabilities(NamedTuple):
     capture_check: bool
     host_func: bool
     fast_path: bool
+    graphs: bool
+    graph_record: bool
 
 
 # Backend classes -> their capabilities. Only grows, and only with classes, which live as long as
@@ -258,6 +348,8 @@ def capabilities_of(api: object, caller: str) -> Capabilities:
             capture_check=isinstance(api, SupportsCaptureCheck),
             host_func=isinstance(api, SupportsHostFunc),
             fast_path=isinstance(api, SupportsFastPath),
+            graphs=isinstance(api, SupportsGraphs),
+            graph_record=isinstance(api, SupportsGraphRecord),
         )
     return found
 

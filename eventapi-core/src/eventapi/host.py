@@ -27,10 +27,16 @@ Semantics (CUDA's, where the protocol is silent):
   backends do (a captured host function would run on a graph's first replay only). An
   exception from ``fn`` is logged on the ``eventapi`` logger (ERROR, with the traceback) and
   not propagated; the worker goes on. A worker never dies on a bad op.
-* Simulated graph capture: between :meth:`HostBackend.begin_capture` and
-  :meth:`HostBackend.end_capture` the stream's enqueued work is captured, not executed (and
-  never runs: there is no graph launch). An event recorded into a capturing stream becomes a
-  *captured* event until it is recorded again outside a capture.
+* Graphs (``SupportsGraphs``, ``SupportsGraphRecord``): between ``stream_begin_capture`` and
+  ``stream_end_capture`` the stream's enqueued work is captured into a graph, not executed.
+  An event recorded there with ``event_record`` becomes a *captured* event, a dependency of
+  the graph that nothing stamps, until it is recorded again outside a capture; one recorded
+  with ``event_record_in_graph`` is a node that each ``graph_launch`` records on the stream it
+  launches on, so it is stamped at every launch (until the first, it stays as it was: one never
+  recorded before waits for nothing and has no stamp to read). A stream wait in a capture is a
+  dependency and does nothing at launch; a host function is refused (below). A graph launched
+  into a capturing stream adds its nodes to that capture. :meth:`HostBackend.begin_capture`
+  and :meth:`HostBackend.end_capture` are the same capture as a test aid, the graph discarded.
 * ``stream_destroy`` and ``event_destroy`` release the handle even when they fail (an injected
   fault): the stream's worker still finishes its queue and exits, as the destroy contract
   says (a failed destroy leaves nothing of the handle running).
@@ -41,8 +47,10 @@ The errors it raises (:class:`~eventapi.DriverError` with ``backend="host"``, ``
 protocol method's name, codes chosen to match CUDA's numbers so a log reads the same):
 
 * ``2 OUT_OF_MEMORY``: ``stream_create_non_blocking`` could not start a worker thread.
-* ``401 ILLEGAL_STATE``: ``begin_capture`` on a capturing stream, ``end_capture`` on one
-  that is not.
+* ``400 INVALID_HANDLE``: ``event_elapsed`` or :meth:`HostBackend.stamp_ns` on an event
+  recorded only as a node of a graph that was not launched yet.
+* ``401 ILLEGAL_STATE``: ``begin_capture`` or ``stream_begin_capture`` on a capturing stream,
+  ``end_capture`` or ``stream_end_capture`` on one that is not.
 * ``600 NOT_READY`` (``not_ready`` true): ``event_elapsed`` or
   :meth:`HostBackend.stamp_ns` on an event whose latest record was not reached yet.
 * ``800 NOT_PERMITTED``: a blocking call (``event_wait`` on an unreached event,
@@ -72,11 +80,19 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 from ._arguments import bounded_repr, check_int
 from ._errors import CaptureError, DriverError, EventStateError
-from ._protocol import CAPABILITY_METHODS, PROTOCOL_METHODS
+from ._protocol import CAPABILITY_METHODS, GRAPH_METHODS, PROTOCOL_METHODS
+from ._single_owner import SingleOwner
 from .driverkit import CaptureCheckMixin, Event, EventQueryMixin, HostFuncMixin, Stream
 
 if TYPE_CHECKING:
-    from ._protocol import EventApi, SupportsCaptureCheck, SupportsEventQuery, SupportsHostFunc
+    from ._protocol import (
+        EventApi,
+        SupportsCaptureCheck,
+        SupportsEventQuery,
+        SupportsGraphRecord,
+        SupportsGraphs,
+        SupportsHostFunc,
+    )
 
 __all__ = ["HostBackend"]
 
@@ -85,7 +101,7 @@ _now = time.perf_counter_ns
 _ids = itertools.count(1)
 
 # The methods HostBackend.inject_fault can make fail: the protocol and its capabilities.
-_FAULTABLE: Final = tuple(sorted((*PROTOCOL_METHODS, *CAPABILITY_METHODS)))
+_FAULTABLE: Final = tuple(sorted((*PROTOCOL_METHODS, *CAPABILITY_METHODS, *GRAPH_METHODS)))
 
 # Op kinds other than a record (a record is its own op: a _Record in the queue).
 _HOST_FUNC: Final = 0
@@ -118,12 +134,14 @@ class _StreamState:
     """A stream's queue and counters; everything here is guarded by ``lock``."""
 
     __slots__ = (
+        "as_node",
         "capturing",
         "completed",
         "done",
         "enqueued",
         "idle",
         "lock",
+        "nodes",
         "queue",
         "sleepers",
         "stopping",
@@ -146,6 +164,8 @@ class _StreamState:
         self.sleepers = 0  # threads waiting on `done`; the worker notifies only when nonzero
         self.idle = False
         self.capturing = False
+        self.nodes: list[_HostEvent] = []  # the capture's event-record nodes, in order
+        self.as_node = False  # the record being made is event_record_in_graph's
         self.stopping = False
 
     def push(self, op: _Record | tuple[int, Any]) -> None:
@@ -159,8 +179,23 @@ class _StreamState:
         with self.lock:
             self.stopping = True
             self.capturing = False
+            self.nodes = []
             if self.idle:
                 self.work.notify()
+
+    def record(self, event: _HostEvent) -> None:
+        # Caller holds self.lock and the stream is not capturing.
+        record = _Record(self)
+        if self.completed == self.enqueued:
+            # Nothing queued or running: the stream reaches the record at once, as an idle
+            # device queue does, and no worker has to wake up for it. Stamped under the lock,
+            # so nothing enqueued after it can be stamped before it.
+            record.stamp = _now()
+            self.enqueued += 1
+            self.completed += 1
+        else:
+            self.push(record)
+        event.latest = record
 
 
 @final
@@ -176,6 +211,11 @@ class _Record:
 
 # The record of an event recorded into a capturing stream: never reached, refused by waits.
 _CAPTURED: Final = _Record(None)
+# The record of an event whose only record is a node of a graph not launched yet: nothing to
+# wait for, and no stamp to read (as a driver's event never recorded).
+_UNLAUNCHED: Final = _Record(None)
+_NOTHING: Final = _Record(None)
+_NOTHING.stamp = 0
 
 
 @final
@@ -303,6 +343,16 @@ def _latest(event: _HostEvent, call: str) -> _Record:
     record = event.latest
     if record is None:  # DriverBackend refuses never-recorded events before this
         raise EventStateError(f"host: {call} refused event {event!r}: it was never recorded")
+    if record is _UNLAUNCHED:
+        if call in ("event_elapsed", "stamp_ns"):
+            raise _error(
+                call,
+                400,
+                "INVALID_HANDLE",
+                f"event {event!r} was recorded only into a graph that was not launched yet, so "
+                "it has no timestamp; launch the graph first",
+            )
+        return _NOTHING
     if record is _CAPTURED:
         raise _error(
             call,
@@ -325,13 +375,44 @@ def _refuse_on_worker(call: str) -> None:
         )
 
 
+_graph_ids = itertools.count(1)
+
+
+@final
+class _HostGraph(SingleOwner):
+    """A graph :meth:`HostBackend.stream_end_capture` returns: its event-record nodes, in order.
+
+    Users receive it; they never build one. ``copy``, ``deepcopy`` and ``pickle`` raise
+    :class:`TypeError`.
+    """
+
+    _COPY_HINT = "launch the same graph again, or capture another"
+
+    __slots__ = ("_closed", "_id", "_nodes", "_owner")
+
+    def __init__(self, owner: HostBackend, nodes: list[_HostEvent]) -> None:
+        self._owner = owner
+        self._nodes = nodes
+        self._closed = False
+        self._id = next(_graph_ids)
+
+    @property
+    def closed(self) -> bool:
+        """True once the graph was destroyed."""
+        return self._closed
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._nodes)} event-record nodes"
+        return f"<host graph #{self._id} {state}>"
+
+
 @final
 class HostBackend(
     EventQueryMixin[_HostEvent, _Worker],
     CaptureCheckMixin[_HostEvent, _Worker],
     HostFuncMixin[_HostEvent, _Worker],
 ):
-    """The ``host`` backend: the protocol, all three capabilities and the test aids.
+    """The ``host`` backend: the protocol, every optional capability and the test aids.
 
     One object is a self-contained "device": its handles are refused by any other object.
     Every method may be called from any thread. See the module docstring for the semantics and
@@ -370,7 +451,7 @@ class HostBackend(
         :class:`~eventapi.EventStateError` does not consume a fault. ``error`` is raised (a
         copy of it, each time) instead of the default ``INJECTED_FAULT`` (999) error. Faults
         add up: a second call queues more. Raises :class:`ValueError` for a name that is not
-        one of the twelve protocol and capability methods, or a ``count`` below 1;
+        a protocol or capability method, or a ``count`` below 1;
         :class:`TypeError` for a ``method`` that is not a ``str``, a ``count`` that is not an
         ``int`` or an ``error`` that is not a :class:`~eventapi.DriverError`.
         """
@@ -391,41 +472,135 @@ class HostBackend(
             self._faults.setdefault(method, deque()).append(_FaultRun(error, count))
 
     def begin_capture(self, stream: Stream[_Worker] | object) -> None:
-        """Start a simulated graph capture on ``stream``.
+        """Start a graph capture on ``stream``, as a test aid (:meth:`stream_begin_capture`).
 
         Until :meth:`end_capture`, work enqueued on the stream is captured and never executed,
         ``stream_is_capturing`` is true, and an event recorded into it becomes a captured event
         (``CAPTURED_EVENT`` on wait, query and elapsed). Work enqueued before keeps running.
         Raises DriverError ``ILLEGAL_STATE`` if the stream is already capturing.
         """
-        with self._hold_stream(stream, "begin_capture") as worker:
+        self._begin_capture(stream, "begin_capture")
+
+    def end_capture(self, stream: Stream[_Worker] | object) -> None:
+        """End the capture begun by :meth:`begin_capture`; the graph it took is discarded.
+
+        Raises DriverError ``ILLEGAL_STATE`` if the stream is not capturing.
+        """
+        self._end_capture(stream, "end_capture")
+
+    # -- graphs ---------------------------------------------------------------------------------
+
+    def stream_begin_capture(self, stream: Stream[_Worker] | object) -> None:
+        """Start capturing ``stream`` into a graph. See :class:`eventapi.SupportsGraphs`.
+
+        Raises DriverError ``ILLEGAL_STATE`` if the stream is already capturing.
+        """
+        if self._faults:
+            self._fault("stream_begin_capture")
+        self._begin_capture(stream, "stream_begin_capture")
+
+    def stream_end_capture(self, stream: Stream[_Worker] | object) -> _HostGraph:
+        """End the capture of ``stream``; the graph it took, ready to launch.
+
+        Raises DriverError ``ILLEGAL_STATE`` if the stream is not capturing.
+        """
+        if self._faults:
+            self._fault("stream_end_capture")
+        return _HostGraph(self, self._end_capture(stream, "stream_end_capture"))
+
+    def graph_launch(self, graph: _HostGraph | object, stream: Stream[_Worker] | object) -> None:
+        """Enqueue a run of ``graph`` on ``stream``: each node records its event there.
+
+        Into a capturing stream, the graph's nodes join that capture. Raises
+        :class:`~eventapi.EventStateError` for a destroyed graph or another object's.
+        """
+        nodes = self._graph(graph, "graph_launch")._nodes
+        with self._hold_stream(stream, "graph_launch") as worker:
+            if self._faults:
+                self._fault("graph_launch")
+            state = worker.state
+            with state.lock:
+                if state.capturing:
+                    state.nodes.extend(nodes)
+                    return
+                for event in nodes:
+                    state.record(event)
+
+    def graph_destroy(self, graph: _HostGraph | object) -> None:
+        """Release ``graph``; a second call is a no-op. Runs already launched complete."""
+        if type(graph) is _HostGraph and graph._owner is self and graph._closed:
+            return
+        checked = self._graph(graph, "graph_destroy")
+        checked._closed = True  # released first: a failed destroy leaves nothing behind
+        checked._nodes = []
+        if self._faults:
+            self._fault("graph_destroy")
+
+    def event_record_in_graph(
+        self, event: Event[_HostEvent] | object, stream: Stream[_Worker] | object
+    ) -> None:
+        """Record ``event`` as a node of the graph ``stream`` captures, stamped at each launch.
+
+        See :class:`eventapi.SupportsGraphRecord`. Raises :class:`~eventapi.EventStateError`
+        when the stream is not capturing, and as ``event_record`` does for the event.
+        """
+        with self._hold_stream(stream, "event_record_in_graph") as worker:
+            state = worker.state
+            # Held across the record (a reentrant lock): the node flag is this call's alone.
+            with state.lock:
+                if not state.capturing:
+                    raise EventStateError(
+                        f"host: event_record_in_graph refused {bounded_repr(stream)}: the "
+                        "stream is not capturing a graph; record into it with "
+                        "event_record(event, stream)"
+                    )
+                state.as_node = True
+                try:
+                    self.event_record(event, stream)
+                finally:
+                    state.as_node = False
+
+    def _begin_capture(self, stream: object, call: str) -> None:
+        with self._hold_stream(stream, call) as worker:
             state = worker.state
             with state.lock:
                 if state.capturing:
                     raise _error(
-                        "begin_capture",
+                        call,
                         401,
                         "ILLEGAL_STATE",
-                        f"stream {worker!r} is already capturing; call end_capture(stream) first",
+                        f"stream {worker!r} is already capturing; end that capture first",
                     )
                 state.capturing = True
+                state.nodes = []
 
-    def end_capture(self, stream: Stream[_Worker] | object) -> None:
-        """End the capture begun by :meth:`begin_capture`; captured work is discarded.
-
-        Raises DriverError ``ILLEGAL_STATE`` if the stream is not capturing.
-        """
-        with self._hold_stream(stream, "end_capture") as worker:
+    def _end_capture(self, stream: object, call: str) -> list[_HostEvent]:
+        with self._hold_stream(stream, call) as worker:
             state = worker.state
             with state.lock:
                 if not state.capturing:
                     raise _error(
-                        "end_capture",
+                        call,
                         401,
                         "ILLEGAL_STATE",
-                        f"stream {worker!r} is not capturing; call begin_capture(stream) first",
+                        f"stream {worker!r} is not capturing; begin a capture first",
                     )
                 state.capturing = False
+                nodes, state.nodes = state.nodes, []
+                return nodes
+
+    def _graph(self, graph: object, call: str) -> _HostGraph:
+        # ``graph`` as an open graph of this object; anything else is refused.
+        if type(graph) is not _HostGraph or graph._owner is not self:
+            raise EventStateError(
+                f"host: {call} refused {bounded_repr(graph)}: not a graph of this host backend "
+                "object; pass one its stream_end_capture() returned"
+            )
+        if graph._closed:
+            raise EventStateError(
+                f"host: {call} refused {graph!r}: it was already destroyed; capture a new one"
+            )
+        return graph
 
     def stamp_ns(self, event: Event[_HostEvent]) -> int:
         """The :func:`time.perf_counter_ns` value the worker stamped for ``event``'s latest record.
@@ -481,24 +656,18 @@ class HostBackend(
             self._fault("event_destroy")
 
     def _raw_event_record(self, event: _HostEvent, stream: _Worker) -> None:
-        if self._faults:
-            self._fault("event_record")
         state = stream.state
         with state.lock:
-            if state.capturing:
-                event.latest = _CAPTURED
-                return
-            record = _Record(state)
-            if state.completed == state.enqueued:
-                # Nothing queued or running: the stream reaches the record at once, as an idle
-                # device queue does, and no worker has to wake up for it. Stamped under the
-                # lock, so nothing enqueued after it can be stamped before it.
-                record.stamp = _now()
-                state.enqueued += 1
-                state.completed += 1
+            if self._faults:
+                self._fault("event_record_in_graph" if state.as_node else "event_record")
+            if not state.capturing:
+                state.record(event)
+            elif state.as_node:  # a node: the event stays as it was until a launch
+                state.nodes.append(event)
+                if event.latest is None:
+                    event.latest = _UNLAUNCHED
             else:
-                state.push(record)
-            event.latest = record
+                event.latest = _CAPTURED
 
     def _raw_event_wait(self, event: _HostEvent) -> None:
         if self._faults:
@@ -616,3 +785,5 @@ if TYPE_CHECKING:
     _query: SupportsEventQuery[Event[_HostEvent]] = HostBackend()
     _capture: SupportsCaptureCheck[Stream[_Worker]] = HostBackend()
     _host_func: SupportsHostFunc[Stream[_Worker]] = HostBackend()
+    _graphs: SupportsGraphs[Stream[_Worker], _HostGraph] = HostBackend()
+    _graph_record: SupportsGraphRecord[Event[_HostEvent], Stream[_Worker]] = HostBackend()
