@@ -109,6 +109,10 @@ def load(name: DriverName) -> EmulatedDriver:
 
     The library is opened with ``RTLD_GLOBAL``, so a binding whose first driver call comes
     after this uses it. Cached: every call for one name returns the same object.
+
+    Discovery caches its rows for the process: a row listed before the library was loaded
+    says the backend has no driver. So a library loaded here makes discovery forget what it
+    found (its ``refresh``), and the next listing or selection probes again and finds it.
     """
     with _build_lock:
         cached = _loaded.get(name)
@@ -117,7 +121,13 @@ def load(name: DriverName) -> EmulatedDriver:
     build()
     driver = EmulatedDriver(name, library_path(name))
     with _build_lock:
-        return _loaded.setdefault(name, driver)
+        driver = _loaded.setdefault(name, driver)
+    # Discovery not imported yet has found nothing; importing it here would put it in the
+    # processes that test what `import eventapi` imports.
+    discovery = sys.modules.get("eventapi._plugins._discovery")
+    if discovery is not None:
+        discovery.refresh()
+    return driver
 
 
 def preload_env(name: DriverName, base: dict[str, str] | None = None) -> dict[str, str]:
