@@ -97,28 +97,31 @@ compatibility policy (``docs/compatibility.md``).
 
 from __future__ import annotations
 
-# Each name is imported from the private module that defines it the first time it is read (PEP
+# Each name is imported from the private module that has it the first time it is read (PEP
 # 562), as in eventapi/__init__.py: a plugin module imports eventapi.driverkit.probe, which
 # runs this file, and must not pay for the handle layer. mypy and ruff read TYPE_CHECKING as
 # true and see the imports; it is deleted below, so it is not public.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._backend import DriverBackend
+    from ._backend import CaptureCheckMixin, DriverBackend, EventQueryMixin, HostFuncMixin
     from ._calls import DriverCalls, foreign_stream_handle, launch_host_func, ms_to_ns
-    from ._capabilities import CaptureCheckMixin, EventQueryMixin, HostFuncMixin
     from ._handles import Event, LiveHandles, Stream
     from .probe import c_int_out, open_driver_library
 else:
 
     def __getattr__(name: str) -> object:
-        where = _WHERE.get(name)
-        if where is None:
+        if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         from importlib import import_module
 
-        value = getattr(import_module(f"{__name__}.{where}"), name)
-        globals()[name] = value
-        return value
+        # Looked for in the module that imports least first: probe's helpers come without the
+        # handle layer, and _backend has the handles' names besides its own.
+        for where in ("probe", "_calls", "_backend"):
+            module = import_module(f"{__name__}.{where}")
+            if hasattr(module, name):
+                globals()[name] = value = getattr(module, name)
+                return value
+        raise AssertionError(f"{name} is in __all__ but in none of the modules")
 
 
 del TYPE_CHECKING
@@ -138,23 +141,6 @@ __all__ = [
     "ms_to_ns",
     "open_driver_library",
 ]
-
-# Where each public name is defined: the same list as the imports above, read at run time.
-_WHERE = {
-    "CaptureCheckMixin": "_capabilities",
-    "DriverBackend": "_backend",
-    "DriverCalls": "_calls",
-    "Event": "_handles",
-    "EventQueryMixin": "_capabilities",
-    "HostFuncMixin": "_capabilities",
-    "LiveHandles": "_handles",
-    "Stream": "_handles",
-    "c_int_out": "probe",
-    "foreign_stream_handle": "_calls",
-    "launch_host_func": "_calls",
-    "ms_to_ns": "_calls",
-    "open_driver_library": "probe",
-}
 
 
 def __dir__() -> list[str]:
