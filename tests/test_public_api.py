@@ -31,6 +31,9 @@ PUBLIC = {
     "SupportsCaptureCheck",
     "SupportsHostFunc",
     "SupportsFastPath",
+    # Windows inside captured graphs (docs/profiling.md, "Windows inside captured graphs").
+    "SupportsGraphs",
+    "SupportsGraphRecord",
     "EventFence",
     "EventProfiler",
     "Window",
@@ -255,15 +258,20 @@ FAST_PATH = {
     "event_record_unless_capturing",
     "event_elapsed_many",
 }
+GRAPHS = {"stream_begin_capture", "stream_end_capture", "graph_launch", "graph_destroy"}
+GRAPH_RECORD = {"event_record_in_graph"}
 EXTRAS = {"device", "live_handles"}
 BACKEND_ATTRIBUTES = {
     "host": PROTOCOL
     | CAPABILITIES
     | FAST_PATH
+    | GRAPHS
+    | GRAPH_RECORD
     | EXTRAS
     | {"begin_capture", "end_capture", "inject_fault", "stamp_ns"},
-    "cuda": PROTOCOL | CAPABILITIES | FAST_PATH | EXTRAS,
-    "hip": PROTOCOL | CAPABILITIES | FAST_PATH | EXTRAS,
+    "cuda": PROTOCOL | CAPABILITIES | FAST_PATH | GRAPHS | GRAPH_RECORD | EXTRAS,
+    # The emulated runtime is HIP 7.15, which stamps external records in graphs.
+    "hip": PROTOCOL | CAPABILITIES | FAST_PATH | GRAPHS | GRAPH_RECORD | EXTRAS,
 }
 
 

@@ -36,6 +36,10 @@ nothing collected there calls the driver.
 Handles. The events and streams are ``_native.Event`` and ``_native.Stream``, whose C struct
 holds the driver's handle, the backend object and their state; the calls are ``_native.Backend``'s,
 made in C with their checks (``_native.c`` states the rules; docs/native.md says why).
+
+Graphs. ``SupportsGraphs`` (capture a stream into a graph, launch it) is made through the
+binding (``_graphs``), and ``SupportsGraphRecord`` (an event recorded into a graph as a node
+each launch stamps, ``CU_EVENT_RECORD_EXTERNAL``) in C: CUDA has both from 11.1 on.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ if sysconfig.get_config_var("Py_GIL_DISABLED"):
     )
 
 from . import _native
+from ._graphs import Graph, GraphCalls, GraphCapture
 
 if TYPE_CHECKING:
     from eventapi import (
@@ -69,6 +74,8 @@ if TYPE_CHECKING:
         SupportsCaptureCheck,
         SupportsEventQuery,
         SupportsFastPath,
+        SupportsGraphRecord,
+        SupportsGraphs,
         SupportsHostFunc,
     )
 
@@ -105,6 +112,7 @@ _NATIVE_CALLS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("cuStreamSynchronize", (2000,)),  # (CUstream)
     ("cuStreamIsCapturing", (10000,)),  # (CUstream, CUstreamCaptureStatus *), an enum
     ("cuLaunchHostFunc", (10000,)),  # (CUstream, CUhostFn, void *)
+    ("cuEventRecordWithFlags", (11010,)),  # (CUevent, CUstream, unsigned int)
     ("cuCtxGetCurrent", (4000,)),  # (CUcontext *)
     ("cuCtxSetCurrent", (4000,)),  # (CUcontext)
     ("cuCtxPushCurrent", (4000,)),  # cuCtxPushCurrent_v2 (CUcontext)
@@ -238,6 +246,39 @@ def _adopt(stream: object) -> int | None:
     return foreign_stream_handle("cuda", stream, native=(driver.CUstream,))
 
 
+def _graph_call(fn: Callable[..., Any], *args: object) -> Any:
+    # A graph call through the binding; once it lost the context, _native calls nothing more.
+    try:
+        return _call(fn, *args)
+    finally:
+        if _call.lost is not None:
+            _native.lose(_call.lost.code)
+
+
+def _instantiate(backend: Any, template: Any) -> Any:
+    # In the object's own context, which the executable graph belongs to.
+    _graph_call(driver.cuCtxPushCurrent, backend._context)
+    try:
+        return _graph_call(driver.cuGraphInstantiate, template, 0)
+    finally:
+        _graph_call(driver.cuCtxPopCurrent)
+
+
+_GRAPH_CALLS = GraphCalls(
+    begin=lambda raw: _graph_call(
+        driver.cuStreamBeginCapture,
+        driver.CUstream(raw),
+        driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED,
+    ),
+    end=lambda raw: _graph_call(driver.cuStreamEndCapture, driver.CUstream(raw)),
+    instantiate=_instantiate,
+    destroy_template=lambda graph: _graph_call(driver.cuGraphDestroy, graph),
+    launch=lambda graph, raw: _graph_call(driver.cuGraphLaunch, graph, driver.CUstream(raw)),
+    destroy=lambda graph: _graph_call(driver.cuGraphExecDestroy, graph),
+    unusable=lambda: _forked_after_init or _call.lost is not None,
+)
+
+
 def _release_primary_context(device: Any) -> None:
     # Once a backend object and every handle of it are gone (_native.Backend's on_gone): what
     # happens is only worth a log line. Never in a forked child or after the context was lost.
@@ -253,7 +294,7 @@ def _release_primary_context(device: Any) -> None:
 
 
 @final
-class CudaBackend(_native.Backend):
+class CudaBackend(GraphCapture, _native.Backend):
     """The CUDA driver's events and streams on one device.
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
@@ -274,9 +315,14 @@ class CudaBackend(_native.Backend):
     driver is too old, there is no device ``device``, or the process was forked after its
     parent initialized CUDA. See the module docstring for what it does with another device's
     handles, with sticky errors and after ``fork()``.
+
+    Graphs: ``stream_begin_capture`` captures in relaxed mode (the capture may end on any
+    thread), ``stream_end_capture`` returns the graph instantiated in this object's context,
+    and ``event_record_in_graph`` records with ``CU_EVENT_RECORD_EXTERNAL``.
     """
 
     BACKEND = "cuda"
+    _GRAPH_CALLS = _GRAPH_CALLS
 
     def __init__(self, device: int = 0) -> None:
         ordinal = operator.index(device)
@@ -304,6 +350,7 @@ class CudaBackend(_native.Backend):
         # The context is released once this object and all its handles are gone.
         release = functools.partial(_release_primary_context, handle)
         super().__init__(self.BACKEND, ordinal, int(context), release)
+        self._context = context  # where its graphs are instantiated
 
     def __repr__(self) -> str:
         return f"<CudaBackend device={self.device}>"
@@ -332,3 +379,5 @@ if TYPE_CHECKING:
         _capture: SupportsCaptureCheck[_native.Stream] = backend
         _host_func: SupportsHostFunc[_native.Stream] = backend
         _fast: SupportsFastPath[_native.Event, _native.Stream] = backend
+        _graphs: SupportsGraphs[_native.Stream, Graph] = backend
+        _graph_record: SupportsGraphRecord[_native.Event, _native.Stream] = backend

@@ -56,14 +56,16 @@ typedef status_t (*device_fn)(int ordinal);
 
 /* The driver calls, in configure()'s order. CUDA's device is a context (cuCtxGetCurrent,
    cuCtxSetCurrent, cuCtxPushCurrent, cuCtxPopCurrent); HIP's an ordinal (hipGetDevice,
-   hipSetDevice). */
+   hipSetDevice). EVENT_RECORD_NODE is cuEventRecordWithFlags / hipEventRecordWithFlags. */
 enum {
     EVENT_CREATE, EVENT_DESTROY, EVENT_RECORD, EVENT_QUERY, EVENT_SYNCHRONIZE, EVENT_ELAPSED,
     STREAM_CREATE, STREAM_DESTROY, STREAM_WAIT_EVENT, STREAM_SYNCHRONIZE, STREAM_IS_CAPTURING,
-    LAUNCH_HOST_FUNC, DEVICE_GET, DEVICE_SET, CONTEXT_PUSH, CONTEXT_POP, CALL_COUNT
+    LAUNCH_HOST_FUNC, EVENT_RECORD_NODE, DEVICE_GET, DEVICE_SET, CONTEXT_PUSH, CONTEXT_POP,
+    CALL_COUNT
 };
 
 #define STATUS_INVALID_HANDLE 400 /* CUDA's and HIP's: a record into another device's stream */
+#define RECORD_EXTERNAL 1 /* CU_EVENT_RECORD_EXTERNAL, hipEventRecordExternal */
 #define SPARES 16                 /* driver events of closed fences a Backend keeps */
 #define MAX_SPIN_NS 60000000000LL
 
@@ -547,19 +549,37 @@ static PyObject *destroy(PyObject *self, PyObject *arg, int event) {
 static PyObject *event_destroy(PyObject *self, PyObject *arg) { return destroy(self, arg, 1); }
 static PyObject *stream_destroy(PyObject *self, PyObject *arg) { return destroy(self, arg, 0); }
 
-static PyObject *event_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* event_record, or with `node` event_record_in_graph: the record as an event-record node of
+   the graph the stream is capturing, which each launch of the graph stamps (the driver's
+   external record flag); refused on a stream not capturing, where the driver refuses the flag. */
+static PyObject *record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int node) {
     Backend *b = (Backend *)self;
-    const char *call = "event_record";
+    const char *call = node ? "event_record_in_graph" : "event_record";
+    int slot = node ? EVENT_RECORD_NODE : EVENT_RECORD, capturing = 0;
     Handle *s, *e;
     void *stream = NULL;
-    if (!arity(call, nargs, 2) || !enter(b, call, EVENT_RECORD) ||
+    status_t status = 0;
+    if (!arity(call, nargs, 2) || !enter(b, call, slot) ||
         !resolve_stream(b, args[1], call, &s, &stream) ||
         (e = checked_event(b, args[0], call, 0, 0)) == NULL || !open_stream(b, s, call, &stream))
         return NULL;
-    status_t status = CALL(EVENT_RECORD, pair_fn)(e->raw, stream);
-    if (status != 0) return raise_status(EVENT_RECORD, status);
+    if (node && (status = CALL(STREAM_IS_CAPTURING, capturing_fn)(stream, &capturing)) != 0)
+        return raise_status(STREAM_IS_CAPTURING, status);
+    if (node && !capturing)
+        return refuse(cfg.state_error, "%U: %s refused %R: the stream is not capturing a graph; "
+                      "record into it with event_record(event, stream)", b->name, call, args[1]);
+    status = node ? CALL(slot, wait_fn)(e->raw, stream, RECORD_EXTERNAL)
+                  : CALL(slot, pair_fn)(e->raw, stream);
+    if (status != 0) return raise_status(slot, status);
     e->flags = (e->flags | RECORDED) & ~REACHED;
     RETURN_NONE;
+}
+
+static PyObject *event_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return record(self, args, nargs, 0);
+}
+static PyObject *event_record_in_graph(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return record(self, args, nargs, 1);
 }
 
 /* A window's edge: the capture check and the record in one call, on this Backend's own
@@ -919,6 +939,8 @@ static PyMethodDef backend_methods[] = {
     {"event_record_unless_capturing", FASTCALL(event_record_unless_capturing),
      "A window's edge: record unless capturing; True when recorded."},
     {"event_elapsed_many", FASTCALL(event_elapsed_many), "Many readings in one call."},
+    {"event_record_in_graph", FASTCALL(event_record_in_graph),
+     "Record into the graph the stream captures, as a node each launch stamps."},
     {"_enqueue_host_func", FASTCALL(enqueue_host_func), "launch_host_func's enqueue."},
     {"_live_counts", live_counts, METH_NOARGS,
      "(events, streams) created and not destroyed, and the spare driver events kept."},

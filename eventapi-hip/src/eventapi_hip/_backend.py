@@ -30,6 +30,17 @@ holds the runtime's handle, the backend object and their state; the calls are
 ``_native.Backend``'s, made in C with their checks (eventapi-cuda's ``_native.c``, which this
 package links to, states the rules; docs/native.md says why).
 
+Graphs. ``SupportsGraphs`` (capture a stream into a graph, launch it) is made through the
+binding (``_graphs``, linked from eventapi-cuda as ``_native.c`` is). ``SupportsGraphRecord``
+(``hipEventRecordWithFlags`` with ``hipEventRecordExternal``, an event-record node each launch
+stamps) depends on the runtime: before ROCm 7 it records the event as a plain record would, a
+dependency inside the graph that nothing stamps (ROCm/rocm-systems#2380). So the first backend
+object of a process tries it, on a graph of two such records launched once, before anything
+asks which capabilities the class has; where the runtime left them unstamped, the class goes
+without the capability for the process (its ``event_record_in_graph`` becomes None, the
+protocols' way of switching a method off: the runtime is the process's, so are its answers),
+and the ``eventapi`` logger says why, once, at INFO.
+
 hip-python facts this module relies on, checked against the binding's source
 (``rocm/bindings/hip.pyx``, ``cyhip.pyx``):
 
@@ -70,6 +81,7 @@ if sysconfig.get_config_var("Py_GIL_DISABLED"):
     )
 
 from . import _native
+from ._graphs import Graph, GraphCalls, GraphCapture
 
 if TYPE_CHECKING:
     from eventapi import (
@@ -77,6 +89,8 @@ if TYPE_CHECKING:
         SupportsCaptureCheck,
         SupportsEventQuery,
         SupportsFastPath,
+        SupportsGraphRecord,
+        SupportsGraphs,
         SupportsHostFunc,
     )
 
@@ -113,6 +127,7 @@ _NATIVE_CALLS: tuple[str | None, ...] = (
     "hipStreamSynchronize",
     "hipStreamIsCapturing",
     "hipLaunchHostFunc",
+    "hipEventRecordWithFlags",
     "hipGetDevice",
     "hipSetDevice",
     None,
@@ -228,8 +243,80 @@ def _adopt(stream: object) -> int | None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _graph_call(fn: Callable[..., Any], *args: object) -> Any:
+    # A graph call through the binding; once it lost the device, _native calls nothing more.
+    try:
+        return _call(fn, *args)
+    finally:
+        if _call.lost is not None:
+            _native.lose(_call.lost.code)
+
+
+def _instantiate(backend: Any, template: Any) -> Any:
+    # On the object's own device, which the executable graph belongs to.
+    current = _graph_call(hip.hipGetDevice)
+    if current != backend.device:
+        _graph_call(hip.hipSetDevice, backend.device)
+    try:
+        return _graph_call(hip.hipGraphInstantiateWithFlags, template, 0)
+    finally:
+        if current != backend.device:
+            _graph_call(hip.hipSetDevice, current)
+
+
+_GRAPH_CALLS = GraphCalls(
+    begin=lambda raw: _graph_call(
+        hip.hipStreamBeginCapture, raw, hip.hipStreamCaptureMode.hipStreamCaptureModeRelaxed
+    ),
+    end=lambda raw: _graph_call(hip.hipStreamEndCapture, raw),
+    instantiate=_instantiate,
+    destroy_template=lambda graph: _graph_call(hip.hipGraphDestroy, graph),
+    launch=lambda graph, raw: _graph_call(hip.hipGraphLaunch, graph, raw),
+    destroy=lambda graph: _graph_call(hip.hipGraphExecDestroy, graph),
+    unusable=lambda: _forked_after_use or _call.lost is not None,
+)
+
+# Whether this process's runtime stamps an event recorded into a graph as a node: None until
+# the first backend object tried it, then "" where it does, or why it does not.
+_graph_records_refused: str | None = None
+_graph_records_lock = threading.Lock()
+
+
+def _why_graph_records_unstamped(backend: HipBackend) -> str:
+    """Empty where the runtime stamps an event recorded into a graph with hipEventRecordExternal
+    at each launch; else why not. Tried on a graph of two such records, launched once."""
+    stream = backend.stream_create_non_blocking()
+    events = [backend.event_create(), backend.event_create()]
+    graph = None
+    try:
+        backend.stream_begin_capture(stream)
+        try:
+            for event in events:
+                backend.event_record_in_graph(event, stream)
+        finally:
+            graph = backend.stream_end_capture(stream)
+        backend.graph_launch(graph, stream)
+        backend.stream_synchronize(stream)
+        backend.event_elapsed(*events)
+    except Exception as exc:  # whatever failed, the capability is not there
+        version = _graph_call(hip.hipRuntimeGetVersion)
+        return (
+            f"hip: windows inside captured graphs (SupportsGraphRecord) are not offered: this "
+            f"HIP runtime ({version // 10_000_000}.{version // 100_000 % 100}) left an event "
+            "recorded into a graph with hipEventRecordExternal unstamped when the graph ran "
+            f"({exc}); ROCm 7 and later stamp it (ROCm/rocm-systems#2380)"
+        )
+    finally:
+        if graph is not None:
+            backend.graph_destroy(graph)
+        for event in events:
+            backend.event_destroy(event)
+        backend.stream_destroy(stream)
+    return ""
+
+
 @final
-class HipBackend(_native.Backend):
+class HipBackend(GraphCapture, _native.Backend):
     """The HIP runtime's events and streams on one device.
 
     Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache one
@@ -251,9 +338,15 @@ class HipBackend(_native.Backend):
     there is no device ``device``, or the process was forked after its parent used HIP. See the
     module docstring for what it does with another device's handles, with sticky errors and
     after ``fork()``.
+
+    Graphs: ``stream_begin_capture`` captures in relaxed mode (the capture may end on any
+    thread), ``stream_end_capture`` returns the graph instantiated on this object's device, and
+    ``event_record_in_graph`` records with ``hipEventRecordExternal`` where the runtime stamps
+    such records (see the module docstring: None where it does not).
     """
 
     BACKEND = "hip"
+    _GRAPH_CALLS = _GRAPH_CALLS
 
     def __init__(self, device: int = 0) -> None:
         ordinal = operator.index(device)
@@ -286,6 +379,7 @@ class HipBackend(_native.Backend):
         # The visible devices are fixed when the runtime starts (HIP_VISIBLE_DEVICES): with
         # one, every thread's current device is it, and a create need not switch.
         super().__init__(self.BACKEND, ordinal, count, None)
+        _try_graph_records(self)
 
     def __repr__(self) -> str:
         return f"<HipBackend device={self.device}>"
@@ -306,6 +400,21 @@ class HipBackend(_native.Backend):
         launch_host_func(self.BACKEND, fn, functools.partial(self._enqueue_host_func, stream))
 
 
+def _try_graph_records(backend: HipBackend) -> None:
+    """Once per process: where the runtime leaves external records in a graph unstamped, switch
+    ``event_record_in_graph`` off for the class (None, which no protocol counts as a method)."""
+    global _graph_records_refused
+    with _graph_records_lock:
+        if _graph_records_refused is None:
+            _graph_records_refused = _why_graph_records_unstamped(backend)
+            if _graph_records_refused:
+                _log.info("%s", _graph_records_refused)
+                setattr(HipBackend, _GRAPH_RECORD, None)
+
+
+_GRAPH_RECORD = "event_record_in_graph"
+
+
 if TYPE_CHECKING:
 
     def _conforms(backend: HipBackend) -> None:
@@ -314,3 +423,5 @@ if TYPE_CHECKING:
         _capture: SupportsCaptureCheck[_native.Stream] = backend
         _host_func: SupportsHostFunc[_native.Stream] = backend
         _fast: SupportsFastPath[_native.Event, _native.Stream] = backend
+        _graphs: SupportsGraphs[_native.Stream, Graph] = backend
+        _graph_record: SupportsGraphRecord[_native.Event, _native.Stream] = backend
