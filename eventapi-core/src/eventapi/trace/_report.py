@@ -417,6 +417,12 @@ function tickLabel(us, stepUs) {
     }
   }
 }
+function make(tag, className, text) {
+  const el = document.createElement(tag);
+  if (className) el.className = className;
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
 function niceStep(rawUs) {
   const power = Math.pow(10, Math.floor(Math.log10(rawUs)));
   for (const m of [1, 2, 5, 10]) if (m * power >= rawUs) return m * power;
@@ -432,30 +438,17 @@ function draw() {
   const full = Math.max(t1 - t0, 1e-3);
   let v0 = t0, v1 = t0 + full;
 
-  const bar = document.createElement("div");
-  bar.className = "toolbar";
-  const reset = document.createElement("button");
-  reset.type = "button"; reset.id = "reset"; reset.textContent = "Reset zoom";
-  const hint = document.createElement("span");
-  hint.className = "hint";
-  hint.textContent = "wheel: zoom \u00b7 drag: pan \u00b7 double-click: reset \u00b7 " +
-    "times from the first slice \u00b7 the address keeps the view";
-  const shown = document.createElement("span");
-  shown.className = "shown";
-  bar.append(reset, hint, shown);
-
-  const head = document.createElement("div");
-  head.className = "axisrow";
-  const corner = document.createElement("div");
-  corner.className = "corner";
-  const axis = document.createElement("div");
-  axis.className = "axis";
-  head.append(corner, axis);
-
-  const lanes = document.createElement("div");
-  lanes.className = "lanes";
-  const grid = document.createElement("div");
-  grid.className = "grid";
+  const reset = make("button", "", "Reset zoom");
+  reset.type = "button"; reset.id = "reset";
+  const shown = make("span", "shown");
+  const bar = make("div", "toolbar");
+  bar.append(reset, make("span", "hint", "wheel: zoom \u00b7 drag: pan \u00b7 double-click: " +
+    "reset \u00b7 times from the first slice \u00b7 the address keeps the view"), shown);
+  const axis = make("div", "axis");
+  const head = make("div", "axisrow");
+  head.append(make("div", "corner"), axis);
+  const grid = make("div", "grid");
+  const lanes = make("div", "lanes");
   lanes.appendChild(grid);
   const depths = data.rows.map(() => 0);
   for (const s of S) depths[s[0]] = Math.max(depths[s[0]], s[4] + 1);
@@ -463,20 +456,13 @@ function draw() {
   const areas = data.rows.map((row, i) => {
     if (row.process !== group) {
       group = row.process;
-      const header = document.createElement("div");
-      header.className = "process";
-      header.textContent = row.process;
-      lanes.appendChild(header);
+      lanes.appendChild(make("div", "process", row.process));
     }
-    const lane = document.createElement("div");
-    lane.className = "row";
-    const label = document.createElement("div");
-    label.className = "label";
+    const label = make("div", "label", row.track);
     label.title = row.process + " \u00b7 " + row.track;
-    label.textContent = row.track;
-    const area = document.createElement("div");
-    area.className = "area";
+    const area = make("div", "area");
     area.style.height = (depths[i] * 18 + 2) + "px";
+    const lane = make("div", "row");
     lane.append(label, area);
     lanes.appendChild(lane);
     return area;
@@ -484,14 +470,10 @@ function draw() {
   box.append(bar, head, lanes);
 
   const els = S.map((s, i) => {
-    const el = document.createElement("div");
-    el.className = "slice";
+    const el = make("div", "slice", data.names[s[1]]);
     el.dataset.i = String(i);
     el.style.top = (s[4] * 18 + 1) + "px";
-    const [background, ink] = data.colours[s[1]];
-    el.style.background = background;
-    el.style.color = ink;
-    el.textContent = data.names[s[1]];
+    [el.style.background, el.style.color] = data.colours[s[1]];
     areas[s[0]].appendChild(el);
     return el;
   });
@@ -513,14 +495,10 @@ function draw() {
     axis.textContent = ""; grid.textContent = "";
     for (let t = Math.ceil((v0 - t0) / step) * step; t0 + t <= v1; t += step) {
       const x = (t0 + t - v0) * scale;
-      const tick = document.createElement("div");
-      tick.className = "tick";
-      tick.style.left = x + "px";
-      tick.textContent = tickLabel(t, step);
+      const tick = make("div", "tick", tickLabel(t, step));
+      const line = make("div", "gridline");
+      tick.style.left = line.style.left = x + "px";
       axis.appendChild(tick);
-      const line = document.createElement("div");
-      line.className = "gridline";
-      line.style.left = x + "px";
       grid.appendChild(line);
     }
     shown.textContent = "showing " + fmt((v1 - v0) * 1000) + " of " + fmt(full * 1000);
@@ -530,10 +508,12 @@ function draw() {
   function schedule() {
     if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; layout(); }); }
   }
+  function view(a, width) {  // from a, width wide: at least 1 ns, at most the trace, inside it
+    const span = Math.min(Math.max(width, 1e-3), full);
+    v0 = Math.min(Math.max(a, t0), t0 + full - span); v1 = v0 + span;
+  }
   function setView(a, b) {
-    const span = Math.min(Math.max(b - a, 1e-3), full);
-    a = Math.min(Math.max(a, t0), t0 + full - span);
-    v0 = a; v1 = a + span;
+    view(a, b - a);
     // The view in the address (microseconds from the first slice): a link that opens here.
     history.replaceState(null, "", "#view=" + (v0 - t0).toFixed(3) + "," + (v1 - t0).toFixed(3));
     schedule();
@@ -541,10 +521,7 @@ function draw() {
   const asked = /[#&]view=([-\d.e+]+),([-\d.e+]+)/.exec(location.hash);
   if (asked) {
     const a = Number(asked[1]), b = Number(asked[2]);
-    if (isFinite(a) && isFinite(b) && b > a) {
-      const span = Math.min(Math.max(b - a, 1e-3), full);
-      v0 = Math.min(Math.max(t0 + a, t0), t0 + full - span); v1 = v0 + span;
-    }
+    if (isFinite(a) && isFinite(b) && b > a) view(t0 + a, b - a);
   }
   function timeAt(clientX) {
     const r = areas[0].getBoundingClientRect();
@@ -575,20 +552,15 @@ function draw() {
 
   const tip = document.getElementById("tip");
   function line(key, value) {
-    const row = document.createElement("div");
-    const k = document.createElement("span");
-    k.className = "k"; k.textContent = key;
-    row.append(k, document.createTextNode(" " + value));
+    const row = make("div");
+    row.append(make("span", "k", key), " " + value);
     tip.appendChild(row);
   }
   lanes.addEventListener("mouseover", (e) => {
     const el = e.target.closest ? e.target.closest(".slice") : null;
     if (!el || drag) return;
     const s = S[Number(el.dataset.i)], row = data.rows[s[0]];
-    tip.textContent = "";
-    const name = document.createElement("strong");
-    name.textContent = data.names[s[1]] || "(no name)";
-    tip.appendChild(name);
+    tip.replaceChildren(make("strong", "", data.names[s[1]] || "(no name)"));
     line("duration", fmt(s[3] * 1000));
     line("start", "+" + fmt((s[2] - t0) * 1000));
     line("depth", String(s[4]));
