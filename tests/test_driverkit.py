@@ -533,10 +533,12 @@ def _interrupt_a_deferred_destroy(api: GatedBackend, trace: Trace) -> Interrupte
     return seen
 
 
-def test_an_interrupt_between_the_last_leave_and_its_deferred_destroy_leaves_it_to_the_finalizer(
+def test_an_interrupt_as_the_last_leave_hands_over_its_deferred_destroy_leaves_it_to_the_finalizer(
     api: GatedBackend,
 ) -> None:
-    seen = _interrupt_a_deferred_destroy(api, on_call_of(DriverBackend._leave_closed.__code__))
+    # The last call out has claimed the destroy and counted the event gone; the release that
+    # follows is interrupted before it begins.
+    seen = _interrupt_a_deferred_destroy(api, on_call_of(DriverBackend._release_logged.__code__))
     assert seen.destroyed == []
     assert api.raw_calls("event_destroy") == [(seen.raw,)]
     assert api.live_handles() == (0, 1)

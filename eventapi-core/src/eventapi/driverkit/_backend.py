@@ -234,12 +234,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """Enqueue the event's timestamp on ``stream``."""
         handle = self._stream(stream, "event_record")
         event = self._own(event, "event_record", Event)
-        self._enter("event_record", handle, event)
-        try:
+        with self._holding("event_record", handle, event):
             self._raw_event_record(event._raw, handle._raw)
             event._recorded = True
-        finally:
-            self._leave(handle, event)
 
     def event_wait(self, event: Event[RE] | object) -> None:
         """Block until the device reached ``event``; releases the GIL.
@@ -247,21 +244,15 @@ class DriverBackend(ABC, Generic[RE, RS]):
         ``event`` may be a sibling device's (see :meth:`_shares_handles_with`).
         """
         owner, event = self._event_owner(event, "event_wait")
-        owner._enter("event_wait", event)
-        try:
+        with owner._holding("event_wait", event):
             owner._raw_event_wait(event._raw)
-        finally:
-            owner._leave(event)
 
     def event_elapsed(self, start: Event[RE] | object, end: Event[RE] | object) -> int:
         """Device nanoseconds from ``start`` to ``end``, clamped at 0."""
         start = self._recorded(start, "event_elapsed")
         end = self._recorded(end, "event_elapsed")
-        self._enter("event_elapsed", start, end)
-        try:
+        with self._holding("event_elapsed", start, end):
             return max(0, self._raw_event_elapsed_ns(start._raw, end._raw))
-        finally:
-            self._leave(start, end)
 
     def stream_wait_event(self, stream: Stream[RS] | object, event: Event[RE] | object) -> None:
         """Make ``stream`` wait for ``event`` on the device; the host does not block.
@@ -270,15 +261,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """
         handle = self._stream(stream, "stream_wait_event")
         owner, event = self._event_owner(event, "stream_wait_event")
-        self._enter("stream_wait_event", handle)
-        try:
-            owner._enter("stream_wait_event", event)  # held by its owner, whose lock guards it
-            try:
-                self._raw_stream_wait_event(handle._raw, event._raw)
-            finally:
-                owner._leave(event)
-        finally:
-            self._leave(handle)
+        # Each handle is held by the object whose lock guards it: a sibling's event by its own.
+        with self._holding("stream_wait_event", handle), owner._holding("stream_wait_event", event):
+            self._raw_stream_wait_event(handle._raw, event._raw)
 
     def stream_synchronize(self, stream: Stream[RS] | object) -> None:
         """Block until ``stream`` drained; releases the GIL."""
@@ -300,8 +285,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         :class:`~eventapi.DriverError` is raised (a failure of that destroy is logged).
         """
         stream = self._own(stream, "event_record_new", Stream)
-        self._enter("event_record_new", stream)
-        try:
+        with self._holding("event_record_new", stream):
             if self._raw_stream_is_capturing(stream._raw):
                 return None
             event = self.event_create()
@@ -312,8 +296,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 raise
             event._recorded = True
             return event
-        finally:
-            self._leave(stream)
 
     def event_record_unless_capturing(
         self, event: Event[RE] | object, stream: Stream[RS] | object
@@ -328,8 +310,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         call = "event_record_unless_capturing"
         event = self._own(event, call, Event)
         stream = self._own(stream, call, Stream)
-        if not getattr(self._tls, "bound", False):
-            self._ensure_thread(call)
+        self._ensure_thread(call)
         # A window's call, made twice per window: the lock is held across the record instead of
         # counting both handles in and out, since a record only enqueues; a destroy from another
         # thread meanwhile waits for it.
@@ -354,12 +335,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if len(starts) != len(ends):
             raise ValueError(f"event_elapsed_many: {len(starts)} starts but {len(ends)} ends")
         events = [self._recorded(event, "event_elapsed_many") for event in (*starts, *ends)]
-        self._enter("event_elapsed_many", *events)
-        try:
+        with self._holding("event_elapsed_many", *events):
             raws = [event._raw for event in events]
             readings = self._raw_event_elapsed_ns_many(raws[: len(starts)], raws[len(starts) :])
-        finally:
-            self._leave(*events)
         return [max(0, reading) for reading in readings]
 
     def __del__(self) -> None:
@@ -425,11 +403,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
         meanwhile is deferred until the block ends.
         """
         handle = self._stream(stream, call)
-        self._enter(call, handle)
-        try:
+        with self._holding(call, handle):
             yield handle._raw
-        finally:
-            self._leave(handle)
 
     @contextmanager
     def _hold_event(self, event: object, call: str) -> Iterator[RE]:
@@ -439,11 +414,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
         :class:`~eventapi.EventStateError` naming ``call``.
         """
         event = self._recorded(event, call)
-        self._enter(call, event)
-        try:
+        with self._holding(call, event):
             yield event._raw
-        finally:
-            self._leave(event)
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -531,9 +503,21 @@ class DriverBackend(ABC, Generic[RE, RS]):
             return cast("Self", owner), owner._recorded(event, call)  # one driver, one class
         return self, self._recorded(event, call)
 
+    # A call holds each handle it uses for as long as the driver may use it, so that a destroy
+    # from another thread meanwhile is deferred until the call is out of the driver: the last
+    # one out destroys it. The lock guards this bookkeeping only, never a driver call (but the
+    # two non-blocking ones made per window and per spin of a fence's wait).
+
+    @contextmanager
+    def _holding(self, call: str, *handles: _Handle) -> Iterator[None]:
+        self._enter(call, *handles)
+        try:
+            yield
+        finally:
+            self._leave(*handles)
+
     def _enter(self, call: str, *handles: _Handle) -> None:
-        if not getattr(self._tls, "bound", False):  # once per thread: spare every call a frame
-            self._ensure_thread(call)
+        self._ensure_thread(call)
         with self._lock:
             for handle in handles:
                 if handle._closed:
@@ -542,21 +526,16 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 handle._users += 1
 
     def _leave(self, *handles: _Handle) -> None:
-        with self._lock:
-            for handle in handles:
-                handle._users -= 1
         for handle in handles:
-            if handle._closed:  # closed meanwhile: the last one out destroys it
-                self._leave_closed(handle)
-
-    def _leave_closed(self, handle: _Handle) -> None:
-        # A destroy was asked for while this call held the handle; whoever leaves last does it.
-        with self._lock:
-            deferred = handle._closed and handle._users == 0
+            with self._lock:
+                handle._users -= 1
+                # A destroy asked for meanwhile, by another thread that returned already: the
+                # last one out makes it, claimed in this section so that no other leaver does.
+                deferred = handle._closed and handle._users == 0
+                if deferred:
+                    self._count_gone(handle)
             if deferred:
-                self._count_gone(handle)  # so no later leaver destroys it again
-        if deferred:  # asked for by another thread, which returned already
-            self._release_logged(handle, "deferred while a call used it")
+                self._release_logged(handle, "deferred while a call used it")
 
     def _refuse_closed(self, handle: _Handle, call: str) -> NoReturn:
         raise EventStateError(
@@ -697,8 +676,7 @@ class EventQueryMixin(DriverBackend[RE, RS]):
         ``event`` may be a sibling device's (see :meth:`DriverBackend._shares_handles_with`).
         """
         owner, event = self._event_owner(event, "event_query")
-        if not getattr(owner._tls, "bound", False):
-            owner._ensure_thread("event_query")
+        owner._ensure_thread("event_query")
         # A query never blocks, and a fence's wait makes many: the lock is held across it instead
         # of counting the event in and out (as in event_record_unless_capturing).
         with owner._lock:
@@ -750,8 +728,7 @@ class HostFuncMixin(DriverBackend[RE, RS]):
         if not callable(fn):
             raise TypeError(f"stream_launch_host_func needs a callable, got {bounded_repr(fn)}")
         handle = self._stream(stream, "stream_launch_host_func")
-        self._enter("stream_launch_host_func", handle)
-        try:
+        with self._holding("stream_launch_host_func", handle):
             if self._raw_stream_is_capturing(handle._raw):
                 raise CaptureError(
                     f"{self.BACKEND}: stream_launch_host_func refused on {handle!r}: the stream "
@@ -759,8 +736,6 @@ class HostFuncMixin(DriverBackend[RE, RS]):
                     "launch only; launch it after the capture ends, or on another stream"
                 )
             self._raw_launch_host_func(handle._raw, fn)
-        finally:
-            self._leave(handle)
 
 
 if TYPE_CHECKING:
