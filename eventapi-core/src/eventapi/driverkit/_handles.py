@@ -48,12 +48,14 @@ class _Handle:
 
     _raw: Any
     _owner: DriverBackend[Any, Any]
+    # Whether the backend releases the driver handle: an event always, a stream unless adopted.
+    _owned: bool = True
 
     def __init__(self, raw: object, owner: DriverBackend[Any, Any], *, opened: bool) -> None:
         self._raw = raw
         self._owner = owner
         # A handle the backend creates starts closed, and is opened and counted in one step
-        # (DriverBackend._open) before its driver call: see stream_create_non_blocking.
+        # before its driver call (DriverBackend._create).
         self._closed = not opened
         # Calls under way with this handle; a destroy waits for them to leave (see _leave).
         self._users = 0
@@ -87,12 +89,25 @@ class _Handle:
             "created it; create the handle in the process that uses it"
         )
 
-    # The finalizers ask their backend object whether the interpreter is shutting down
-    # (DriverBackend._is_finalizing), and stay silent then; they read no module global first: at
-    # shutdown the module's globals may be gone already (None in the pure modules, freed under
-    # the compiled ones). They read every slot with getattr or under ``except AttributeError``:
-    # an object whose __init__ was interrupted (or never ran) has only some of them set, and a
-    # finalizer must not raise for it.
+    def __del__(self) -> None:
+        # Safety net for a handle dropped without its destroy, or whose destroy an interrupt
+        # left owed (see DriverBackend._collect); never raises. Every destroyed handle comes
+        # here, released already (_users RELEASED, -1, a literal), and so does an adopted
+        # stream, which is not eventapi's to release: both return at once.
+        #
+        # It asks its backend object whether the interpreter is shutting down
+        # (DriverBackend._is_finalizing), and stays silent then; it reads no module global
+        # first: at shutdown the module's globals may be gone already. It reads the slots under
+        # ``except AttributeError``: an object whose __init__ was interrupted (or never ran) has
+        # only some of them set, and a finalizer must not raise for it.
+        try:
+            if self._users == -1 or not self._owned:
+                return
+            owner = self._owner
+        except AttributeError:
+            return
+        if not type(owner)._is_finalizing():
+            owner._collect(self)
 
 
 @final
@@ -123,20 +138,6 @@ class Event(_Handle, Generic[RE]):
         state = "recorded" if self._recorded else "new"
         return f"<{self.backend} event {self._raw!r} {state}>"
 
-    def __del__(self) -> None:
-        # Safety net for an event dropped without event_destroy, or whose destroy an interrupt
-        # left owed (see DriverBackend._collect); never raises. Every destroyed event comes
-        # here, released already (_users RELEASED, -1, a literal: at shutdown this module's
-        # globals may be gone): that case returns first, reading one slot.
-        try:
-            if self._users == -1:
-                return
-            owner = self._owner
-        except AttributeError:  # an __init__ that never ran, or was interrupted
-            return
-        if not type(owner)._is_finalizing():
-            owner._collect(self)
-
 
 @final
 class Stream(_Handle, Generic[RS]):
@@ -152,9 +153,10 @@ class Stream(_Handle, Generic[RS]):
     _raw: RS
 
     def __init__(self, raw: RS, owner: DriverBackend[Any, RS], *, owned: bool) -> None:
-        # An adopted stream is open at once and never counted: nothing of it is eventapi's.
-        super().__init__(raw, owner, opened=not owned)
+        # An adopted stream is open at once and never counted: nothing of it is eventapi's. Set
+        # first, so that the finalizer of a stream whose __init__ was interrupted reads it.
         self._owned = owned
+        super().__init__(raw, owner, opened=not owned)
 
     @property
     def owned(self) -> bool:
@@ -210,13 +212,3 @@ class Stream(_Handle, Generic[RS]):
         if self._closed:  # its driver handle is given up as the driver destroys it
             return f"<{self.backend} {kind} closed>"
         return f"<{self.backend} {kind} {self._raw!r}>"
-
-    def __del__(self) -> None:
-        # Safety net for an owned stream dropped without stream_destroy; never raises.
-        owner = getattr(self, "_owner", None)
-        if owner is None or type(owner)._is_finalizing():
-            return
-        # getattr: an __init__ interrupted before these were set left nothing to release.
-        # -1 is RELEASED, a literal for the reason Event.__del__ gives.
-        if getattr(self, "_owned", False) and getattr(self, "_users", -1) != -1:
-            owner._collect(self)
