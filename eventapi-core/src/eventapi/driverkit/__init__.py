@@ -67,8 +67,8 @@ and :meth:`DriverBackend._hold_event`, context managers that resolve a handle (o
 foreign stream), refuse a closed or foreign one, and hold it for the length of a call that is
 not one of the protocol's (a backend's own test aids, say); and the hooks it may override,
 :meth:`~DriverBackend._bind_thread`, :meth:`~DriverBackend._adopt_stream`,
-:meth:`~DriverBackend._exported_handle`, :meth:`~DriverBackend._shares_handles_with` and
-:meth:`~DriverBackend._context_lost`.
+:meth:`~DriverBackend._shares_handles_with`, :meth:`~DriverBackend._context_lost` and
+:meth:`~DriverBackend._last_handle_gone`.
 
 For a backend on a C driver binding whose calls return a tuple led by a status code, this
 module also re-exports the pieces such a backend would otherwise write again (from

@@ -58,8 +58,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     Subclasses set ``BACKEND``, call ``super().__init__()`` and spell the abstract ``_raw_*``
     methods as the module docstring's contract says. They may override the hooks
-    :meth:`_bind_thread`, :meth:`_adopt_stream`, :meth:`_exported_handle`,
-    :meth:`_shares_handles_with` and :meth:`_context_lost`, and use :meth:`_hold_stream` and
+    :meth:`_bind_thread`, :meth:`_adopt_stream`, :meth:`_shares_handles_with` and
+    :meth:`_context_lost`, and use :meth:`_hold_stream` and
     :meth:`_hold_event` in calls of their own. The optional capabilities come from
     :class:`EventQueryMixin`, :class:`CaptureCheckMixin` and :class:`HostFuncMixin`.
 
@@ -120,15 +120,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
         that a second object refuses them.
         """
         return False
-
-    def _exported_handle(self, raw: RS) -> int | None:
-        """The stream's address as an unsigned int for ``__cuda_stream__``, or None.
-
-        A backend whose streams other libraries can adopt through the ``__cuda_stream__``
-        protocol (CUDA's, and HIP's, whose frameworks use the same name) returns the raw
-        handle's address; the default, None, leaves :class:`Stream` without the attribute.
-        """
-        return None
 
     def _context_lost(self) -> DriverError | None:
         """The error that lost this device's context for good, or None while it is usable.

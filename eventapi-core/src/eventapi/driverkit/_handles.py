@@ -7,7 +7,6 @@ which users import these from, and which documents them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
 
 from .._errors import EventStateError
@@ -176,36 +175,6 @@ class Stream(_Handle, Generic[RS]):
                 "use a live stream"
             )
         return self._raw
-
-    @property
-    def __cuda_stream__(self) -> Callable[[], tuple[int, int]]:
-        """The ``__cuda_stream__`` protocol, on a backend whose streams speak it.
-
-        ``stream.__cuda_stream__()`` gives ``(0, handle)``, the stream's address as an
-        unsigned int, so cuda.core, CuPy, PyTorch or Numba adopt the stream as their own. The
-        ``cuda`` and ``hip`` backends' streams have it (ROCm builds of the frameworks read HIP
-        streams through the CUDA name); on any other backend the attribute is absent
-        (``hasattr`` is False). The library that adopts the stream does not own it: the stream
-        must outlive that library's use of it, as for every ``__cuda_stream__`` exporter, so
-        destroy it only after the work launched on it through the other library is done.
-        Calling it on a destroyed stream raises :class:`~eventapi.EventStateError`.
-        """
-        if self._owner._exported_handle(self._raw) is None:
-            raise AttributeError(
-                f"{self!r} has no __cuda_stream__: only cuda and hip streams can be handed to "
-                "a framework through that protocol"
-            )
-        return self._export
-
-    def _export(self) -> tuple[int, int]:
-        if self._closed:
-            raise EventStateError(
-                f"{self!r}.__cuda_stream__() refused: the stream was destroyed, so its handle "
-                "means nothing; hand the framework a live stream"
-            )
-        handle = self._owner._exported_handle(self._raw)
-        assert handle is not None  # the property checked: a backend answers per class
-        return (0, handle)
 
     def __repr__(self) -> str:
         kind = "stream" if self._owned else "adopted stream"
