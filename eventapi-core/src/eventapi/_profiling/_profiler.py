@@ -27,6 +27,10 @@ each use to share a profiler (``docs/profiling.md``).
 A long-running program stays in bounded memory: :meth:`EventProfiler.summary` keeps exact
 sums and a bounded sketch per name (:mod:`eventapi._profiling._sketch`) for at most
 ``max_names`` names, and at most ``max_spans`` collected spans are retained for export.
+
+Windows inside captured graphs (``in_graphs=True``) always take the long way: an edge on a
+capturing stream records a node of the graph (:mod:`eventapi._profiling._graphs` keeps them and
+reads them at each collect), any other edge is made as on a profiler at rest.
 """
 
 from __future__ import annotations
@@ -44,10 +48,17 @@ from types import TracebackType
 from typing import Any, Final, Generic, NoReturn, ParamSpec, TypeVar, cast, final
 
 from .._arguments import bounded_repr, check_int
-from .._errors import EventStateError
-from .._protocol import EventApi, SupportsCaptureCheck, SupportsFastPath, capabilities_of
+from .._errors import EventStateError, UnsupportedError
+from .._protocol import (
+    Capabilities,
+    EventApi,
+    SupportsCaptureCheck,
+    SupportsFastPath,
+    capabilities_of,
+)
 from .._single_owner import SingleOwner
 from ._anchor import ANCHOR_SAMPLES, RATE_HISTORY, Anchor, Earlier, Placement, sample_anchor
+from ._graphs import GraphWindows
 from ._nvtx import Ranges, ranges_for
 from ._pool import EventPool
 from ._sketch import DurationSummary, quantile_of
@@ -64,17 +75,21 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 # A window's state. A skipped one opened or stopped while the stream captured a graph: it holds
-# no event, and is on neither the stack nor the pending list.
+# no event, and is on neither the stack nor the pending list. One in a graph (in_graphs=True)
+# is on the stack while open, then with the profiler's GraphWindows, never pending.
 _NEW: Final = 0  # made by window(), opened when its with block is entered
 _OPEN: Final = 1  # start recorded, on the stack and the pending list
 _STOPPED: Final = 2  # end recorded, pending until collect() reads it
 _DONE: Final = 3  # read back, or discarded
-_SKIPPED: Final = 4  # open, but skipped: its stop records nothing
-_SKIPPED_DONE: Final = 5
+_IN_GRAPH: Final = 4  # open, its start a node of the graph being captured
+_GRAPH_STOPPED: Final = 5  # both edges nodes of the graph, read at each collect after a launch
+_SKIPPED: Final = 6  # open, but skipped: its stop records nothing
+_SKIPPED_DONE: Final = 7
 
 # Why a window's edges go the long way (EventProfiler._detour), besides a reader's
-# ``(call, thread ident)``: each edge then opens or ends a tool range too, or is refused.
-_RANGES: Final = "tool ranges"
+# ``(call, thread ident)``: each edge then opens or ends a tool range too, or may record into a
+# graph, or is refused.
+_UNUSUAL: Final = "tool ranges or windows in graphs"
 _CLOSED: Final = "closed"
 
 _labels = itertools.count()
@@ -89,10 +104,11 @@ class Window(SingleOwner, Generic[E]):
     (``@prof.window("step")``) opens a fresh window around each call of the function. One-shot:
     :meth:`stop` once, or leave the ``with`` block. A window opened while the stream was
     capturing a graph is *skipped*: it holds no event and its :meth:`stop` and ``with`` exit do
-    nothing. A window a capture began inside of is skipped too, when it stops: its end is not
-    recorded. Use it on the thread that uses its profiler. It holds its profiler's events:
-    ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`. Users receive windows; they
-    never build one.
+    nothing, unless its profiler was made with ``in_graphs=True``, which records it into the
+    graph. A window a capture began inside of, or ended inside of, is skipped too, when it
+    stops: its end is not recorded. Use it on the thread that uses its profiler. It holds its
+    profiler's events: ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`. Users
+    receive windows; they never build one.
     """
 
     _COPY_HINT = "stop this window once and open a new one with profiler.window(name)"
@@ -125,7 +141,7 @@ class Window(SingleOwner, Generic[E]):
     @property
     def stopped(self) -> bool:
         """True once :meth:`stop` ran (or the window was skipped and stopped, or discarded)."""
-        return self._state in (_STOPPED, _DONE, _SKIPPED_DONE)
+        return self._state in (_STOPPED, _DONE, _GRAPH_STOPPED, _SKIPPED_DONE)
 
     def stop(self) -> None:
         """Record the window's end into the stream; never waits for the device.
@@ -222,7 +238,16 @@ class Window(SingleOwner, Generic[E]):
         return timed
 
     def __repr__(self) -> str:
-        state = ("not opened", "open", "stopped", "done", "skipped", "skipped")[self._state]
+        state = (
+            "not opened",
+            "open",
+            "stopped",
+            "done",
+            "open in a graph",
+            "stopped in a graph",
+            "skipped",
+            "skipped",
+        )[self._state]
         return f"<Window {self._name!r} depth={self.depth} {state}>"
 
 
@@ -250,6 +275,16 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     destroys on :meth:`close`: it compares events of two streams of one device, which CUDA,
     HIP and the host backend allow, and so never waits for work queued after the windows.
 
+    Graphs: by default a window opened while the stream captures a graph is skipped (counted in
+    :attr:`skipped`), and nothing of the profiler enters the graph. With ``in_graphs=True`` it is
+    recorded into the graph instead, as event-record nodes that each launch of the graph
+    stamps, and every :meth:`collect` after a launch reads it again: one span per window, of the
+    latest launch (``docs/profiling.md`` states the rules: what a collect with no launch since
+    the last one gives, a window half in a capture, a graph never launched, and why the
+    profiler must be closed after the graph's last launch). That needs a backend with
+    :class:`~eventapi.SupportsCaptureCheck` and :class:`~eventapi.SupportsGraphRecord`
+    (:class:`~eventapi.UnsupportedError` otherwise); its windows always take the long way.
+
     Threads: a profiler is used by one thread at a time. It may move between threads (a server
     hands it from the thread that launches the work to a collector, say). While one thread is
     inside a reader (:meth:`collect`, :meth:`close`, :meth:`summary`, :attr:`spans`,
@@ -264,10 +299,11 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     A profiler owns its events and streams: ``copy``, ``deepcopy`` and ``pickle`` raise
     :class:`TypeError`. Raises :class:`TypeError` when ``api`` is not a backend object, or for a
-    ``label``, ``max_names`` or ``max_spans`` of the wrong type; :class:`ValueError` for a
-    negative one; :class:`~eventapi.DriverError` when the backend refuses the stream or an
-    event; and :class:`~eventapi.EventStateError` for a stream the backend refuses (destroyed,
-    or not one it can use).
+    ``label``, ``max_names``, ``max_spans`` or ``in_graphs`` of the wrong type;
+    :class:`ValueError` for a negative one; :class:`~eventapi.DriverError` when the backend
+    refuses the stream or an event; :class:`~eventapi.EventStateError` for a stream the backend
+    refuses (destroyed, or not one it can use); and :class:`~eventapi.UnsupportedError` for
+    ``in_graphs=True`` on a backend without what it needs.
     """
 
     _COPY_HINT = "share the profiler itself, or create another EventProfiler"
@@ -280,6 +316,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_anchor_target",
         "_api",
         "_at_rest",
+        "_capturing",
         "_claim",
         "_closed",
         "_create",
@@ -287,6 +324,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_earlier",
         "_elapsed",
         "_free",
+        "_graphs",
         "_label",
         "_last_end",
         "_max_names",
@@ -316,16 +354,17 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         max_names: int = 1000,
         max_spans: int = 10_000,
         sink: Callable[[Span], object] | None = None,
+        in_graphs: bool = False,
     ) -> None:
         capable = capabilities_of(api, "EventProfiler")  # TypeError for a non-backend
-        max_names, max_spans = _checked(label, max_names, max_spans, sink)
+        max_names, max_spans = _checked(label, max_names, max_spans, sink, in_graphs)
         # Every slot is set before anything else can fail, so the finalizer always finds them.
         self._api = api
         self._closed = True
         self._owns_stream = False
         self._label = label if label is not None else f"profiler-{next(_labels)}"
         self._claim = threading.Lock()  # held by a reader for its call (see _reading)
-        # Why a window's edges go the long way, None when they need not (see _RANGES): the
+        # Why a window's edges go the long way, None when they need not (see _UNUSUAL): the
         # reader holding the profiler and its thread, tool ranges to open and end, or a close.
         # Between readers it is _at_rest.
         self._detour: object = _CLOSED
@@ -347,6 +386,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
         self._skipped = 0
         self._ranges: Ranges | None = ranges_for(api.BACKEND)
+        # Before the stream: UnsupportedError for a backend without what it needs.
+        self._graphs = _graph_windows(api, capable) if in_graphs else None
         self._bind_calls(api, capable.fast_path, capable.capture_check)
         if stream is None:
             self._stream: S = api.stream_create_non_blocking()
@@ -368,7 +409,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._release_everything()
             raise
         self._closed = False
-        self._detour = self._at_rest = None if self._ranges is None else _RANGES
+        usual = self._ranges is None and self._graphs is None
+        self._detour = self._at_rest = None if usual else _UNUSUAL
 
     def _bind_calls(self, api: EventApi[E, S], fast: bool, capture_check: bool) -> None:
         # The calls a window's edges and a collect make, bound once: the backend's fused ones
@@ -379,15 +421,17 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._free = self._pool.free
         self._create = api.event_create
         self._elapsed = api.event_elapsed
+        self._capturing: Callable[[Any], bool] | None = (
+            cast("SupportsCaptureCheck[Any]", api).stream_is_capturing if capture_check else None
+        )
         if fast:
             fused = cast("SupportsFastPath[E, Any]", api)
             self._record: Callable[[E, Any], bool] = fused.event_record_unless_capturing
             self._read_pairs: Callable[[list[E], list[E]], list[int]] = fused.event_elapsed_many
             return
-        check = (
-            cast("SupportsCaptureCheck[Any]", api).stream_is_capturing if capture_check else None
+        self._record = functools.partial(
+            _record_unless_capturing, api.event_record, self._capturing
         )
-        self._record = functools.partial(_record_unless_capturing, api.event_record, check)
         self._read_pairs = functools.partial(_read_pairs, api.event_elapsed)
 
     # -- what users read -------------------------------------------------------------------------
@@ -521,8 +565,11 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 "one with profiler.window(name)"
             )
         self._refuse_other_thread("EventProfiler.start")
-        self._as_edge(window.__enter__)
-        if self._ranges is not None and window._state == _OPEN:
+        if self._graphs is not None and self._capturing(self._target):  # type: ignore[misc]
+            self._open_in_graph(window, self._graphs)
+        else:
+            self._as_edge(window.__enter__)
+        if self._ranges is not None and window._state in (_OPEN, _IN_GRAPH):
             self._ranges.start(window._name)
 
     def _stop_unusually(self, window: Window[E], exc: BaseException | None) -> None:
@@ -544,7 +591,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             if exc is not None:
                 self._abandon_inside(window, window._outer)
             return
-        if state != _OPEN:
+        if state not in (_OPEN, _IN_GRAPH):
             raise EventStateError(
                 f"window {window._name!r} was already stopped; a window is one-shot, "
                 "open a new one with profiler.window(name)"
@@ -561,9 +608,53 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"window {window._name!r} stopped while {top._name!r}, opened inside it, is "
                 f"still open; stop {top._name!r} first (windows nest like with blocks)"
             )
-        self._as_edge(window.stop)
-        if self._ranges is not None and window._state == _STOPPED:
+        if state == _IN_GRAPH:
+            self._stop_in_graph(window)
+        else:
+            self._as_edge(window.stop)
+        if self._ranges is not None and window._state in (_STOPPED, _GRAPH_STOPPED):
             self._ranges.end()
+
+    def _open_in_graph(self, window: Window[E], graphs: GraphWindows[E]) -> None:
+        # The start as a node of the graph being captured. Its event is a new one, never
+        # recorded: until a launch stamps it, a reading fails, which tells a graph not run yet.
+        event = self._create()
+        try:
+            graphs.record(event, self._target)
+        except BaseException:
+            self._free.append(event)  # not recorded: as good as any pooled event
+            raise
+        window._start = event
+        window._outer = self._top
+        self._top = window
+        window._state = _IN_GRAPH
+        graphs.open(window._name, 0 if window._outer is None else _depth_of(window), event)
+
+    def _stop_in_graph(self, window: Window[E]) -> None:
+        # The end as a node of the same capture; a window whose capture ended while it was open
+        # is half in a graph, and skipped (its start stays with the graph, which may stamp it).
+        graphs = self._graphs
+        assert graphs is not None  # in_graphs=True
+        assert self._capturing is not None
+        event = None
+        try:
+            capturing = self._capturing(self._target)
+            if capturing:
+                event = self._create()
+                graphs.record(event, self._target)
+        except BaseException:
+            # As a window's stop that fails: dropped, so the windows around it still stop.
+            if event is not None:
+                self._free.append(event)
+            self._drop_top(window, _DONE)
+            raise
+        if event is None:
+            self._drop_top(window, _SKIPPED_DONE)
+            return
+        window._end = event
+        window._state = _GRAPH_STOPPED
+        self._top = window._outer
+        graphs.stop(window._start, event)
 
     def _as_edge(self, edge: Callable[[], object]) -> None:
         # The edge's own frame, run as on a profiler at rest: the caller took the long way's
@@ -631,6 +722,11 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         if state == _DONE:
             return
         window._state = _DONE
+        if state == _IN_GRAPH:
+            # Its start is in a graph, which may stamp it at any launch: kept until close.
+            assert self._graphs is not None
+            self._graphs.drop(window._start)
+            return
         with contextlib.suppress(ValueError):  # a collect on another thread read it already
             self._pending.remove(window)
         self._free.append(window._start)
@@ -645,6 +741,12 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         Blocks once, until the stream reaches the last end recorded, then takes a fresh anchor
         (:attr:`anchor`) and places each window on the host clock from it. Windows still open
         stay pending for a later collect. With nothing stopped, returns ``[]`` without waiting.
+
+        With ``in_graphs=True``, the windows recorded into graphs follow, in the order they
+        opened: one span each of those whose graph ran since the collect that last read them,
+        from its latest launch (this waits for that launch). A graph launched several times
+        between two collects gives its latest launch only; one not launched since, or never,
+        gives nothing.
 
         Raises :class:`~eventapi.DriverError` from the wait, the anchor or a reading; the
         stopped windows then stay pending, so a later collect reads them again.
@@ -676,18 +778,22 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         # handler or a finalizer opens or stops meanwhile, on this thread, stay pending.
         pending = self._pending
         taken = len(pending)
-        if not taken:
+        graphs = self._graphs
+        if not taken and graphs is None:
             return []
         if self._top is not None:  # windows still open stay pending
             windows = [w for w in pending[:taken] if w._state == _STOPPED]
-            if not windows:
-                return []
         else:
             windows = pending[:taken]
         # One stream, in order: reaching the last end recorded means every earlier record was
         # reached. The anchor, on the profiler's own stream, is recorded only after this
         # returns, so it lies after every window and waits for nothing queued behind them.
-        self._api.event_wait(self._last_end)  # type: ignore[arg-type]
+        if windows:
+            self._api.event_wait(self._last_end)  # type: ignore[arg-type]
+        # Windows in graphs: those a launch stamped, after their latest launch was waited for.
+        in_graphs = graphs.launched() if graphs is not None else None
+        if not windows and not in_graphs:
+            return []
         anchor, samples = self._take_anchor()
         try:
             reference = samples[0]
@@ -695,9 +801,16 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             starts: list[E] = [w._start for w in windows]
             ends: list[E] = [w._end for w in windows]
             count = len(windows)
-            # Each window's duration, then how far its start lies before the anchor: one call.
-            readings = self._read_pairs(starts + starts, ends + [reference] * count)
-            placed = Placement(anchor, earlier).spans(readings[count:], readings[:count])
+            # Each window's duration, then how far its start lies before the anchor: one call,
+            # with what the windows in graphs need read after.
+            firsts, seconds = starts + starts, ends + [reference] * count
+            if in_graphs:
+                more = GraphWindows.pairs(in_graphs, reference)
+                firsts += more[0]
+                seconds += more[1]
+            readings = self._read_pairs(firsts, seconds)
+            placement = Placement(anchor, earlier)
+            placed = placement.spans(readings[count : 2 * count], readings[:count])
             label = self._label
             spans = [
                 Span(
@@ -713,9 +826,22 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                     windows, readings, placed, strict=False
                 )
             ]
+            if in_graphs:
+                in_graphs, durations, befores = GraphWindows.new(in_graphs, readings[2 * count :])
+                spans += [
+                    Span(w.name, start_ns, end_ns, duration_ns, w.depth, label, bound_ns)
+                    for w, duration_ns, (start_ns, end_ns, bound_ns) in zip(
+                        in_graphs, durations, placement.spans(befores, durations), strict=True
+                    )
+                ]
         except BaseException:
             self._release_all(samples)
             raise
+        if in_graphs:
+            # A sample of this anchor, reached after every launch read: those windows' mark.
+            assert graphs is not None
+            assert len(samples) > 1
+            self._free.extend(graphs.read(in_graphs, samples.pop()))
         self._keep_anchor(anchor, samples, earlier)
         # Every reading succeeded: only now do the windows leave the list and give their
         # events back. What a handler added to the list meanwhile stays.
@@ -837,8 +963,11 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             try:
                 if self._top is not None:
                     # The latest start of a window still open: the stream reaches it before
-                    # its events are destroyed (the collect waits for the ends).
-                    self._api.event_wait(self._top._start)
+                    # its events are destroyed (the collect waits for the ends). Not one in a
+                    # graph: its capture may go on, where a wait would spoil it.
+                    opened = [w for w in self._open_windows() if w._state == _OPEN]
+                    if opened:
+                        self._api.event_wait(opened[0]._start)
                 spans = self._collect()
             except Exception:
                 self._close_now()
@@ -896,7 +1025,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     def _collect_pending(self) -> list[Span]:
         """What the readers do first: collect what was stopped and not collected yet."""
-        if self._pending and not self._closed:
+        if (self._pending or self._graphs is not None) and not self._closed:
             return self._collect()
         return []
 
@@ -933,6 +1062,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         if self._anchor_event is not None:
             self._free.append(self._anchor_event)
             self._anchor_event = None
+        if self._graphs is not None:  # the graphs are done with them: see docs/profiling.md
+            self._free.extend(self._graphs.release())
         self._pool.close()
         self._free = self._pool.free
         streams = [self._anchor_stream] if self._anchor_stream is not None else []
@@ -994,6 +1125,19 @@ def _stats_of(summary: DurationSummary) -> Stats:
     )
 
 
+def _graph_windows(api: EventApi[E, Any], capable: Capabilities) -> GraphWindows[E]:
+    """What windows recorded into graphs need of ``api``; UnsupportedError when it lacks it."""
+    if capable.capture_check and capable.graph_record:
+        return GraphWindows(api)
+    lacks = "SupportsGraphRecord" if capable.capture_check else "SupportsCaptureCheck"
+    raise UnsupportedError(
+        f"EventProfiler(in_graphs=True): the {api.BACKEND} backend does not implement {lacks}, "
+        "which windows recorded into captured graphs need (cuda has it; hip where its runtime "
+        "stamps an event recorded into a graph, from ROCm 7); use in_graphs=False, whose "
+        "windows on a capturing stream are skipped"
+    )
+
+
 def _record_unless_capturing(
     record: Callable[[Any, Any], None],
     capturing: Callable[[Any], bool] | None,
@@ -1015,8 +1159,12 @@ def _read_pairs(
     return [elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
 
 
-def _checked(label: object, max_names: object, max_spans: object, sink: object) -> tuple[int, int]:
+def _checked(
+    label: object, max_names: object, max_spans: object, sink: object, in_graphs: object
+) -> tuple[int, int]:
     """The constructor's bounds, once its arguments are checked (TypeError, ValueError)."""
+    if type(in_graphs) is not bool:
+        raise TypeError(f"EventProfiler: in_graphs must be a bool, got {bounded_repr(in_graphs)}")
     names = check_int(max_names, "EventProfiler: max_names", minimum=0)
     spans = check_int(max_spans, "EventProfiler: max_spans", minimum=0)
     if spans > sys.maxsize:  # what a deque can hold
