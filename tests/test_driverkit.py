@@ -751,7 +751,7 @@ def test_the_fast_path_records_unless_the_stream_is_capturing() -> None:
     assert host.live_handles() == (0, 0)
 
 
-# -- DriverCalls.each: many calls of one binding function ------------------------------------
+# -- DriverCalls: a binding's calls, checked --------------------------------------------------
 
 
 def _driver_calls() -> DriverCalls:
@@ -765,29 +765,30 @@ def _driver_calls() -> DriverCalls:
     )
 
 
-def test_each_returns_every_value_and_stops_at_the_first_failure() -> None:
+def test_a_call_returns_what_follows_the_status_and_raises_the_drivers_error() -> None:
     calls = _driver_calls()
-    made: list[tuple[int, int]] = []
+    assert calls(lambda: (0,)) is None
+    assert calls(lambda handle: (0, handle * 2), 21) == 42
+    assert calls(lambda: (0, 1, 2)) == (1, 2)
 
     def elapsed(start: int, end: int) -> tuple[int, float]:
-        made.append((start, end))
         return (400 if end == 99 else 0), float(end - start)
 
-    assert calls.each(elapsed, [1, 2], [4, 8]) == [3.0, 6.0]
-    made.clear()
     with pytest.raises(DriverError) as caught:
-        calls.each(elapsed, [1, 2, 3], [4, 99, 5])
+        calls(elapsed, 2, 99)
     assert (caught.value.call, caught.value.code, caught.value.name) == (
         "elapsed",
         400,
         "TOY_ERROR_400",
     )
-    assert made == [(1, 4), (2, 99)]  # nothing after the failure was called
-    with pytest.raises(ValueError, match="shorter"):
-        calls.each(elapsed, [1, 2], [4])
+    assert not caught.value.not_ready
+    assert calls.ready(lambda: (0,)) is True
+    assert calls.ready(lambda: (600,)) is False
+    with pytest.raises(DriverError, match="toy failure 400"):
+        calls.ready(lambda: (400,))
 
 
-def test_each_fails_fast_once_the_context_is_lost_and_names_an_unreachable_driver() -> None:
+def test_a_call_fails_fast_once_the_context_is_lost_and_names_an_unreachable_driver() -> None:
     calls = _driver_calls()
     made: list[int] = []
 
@@ -796,77 +797,19 @@ def test_each_fails_fast_once_the_context_is_lost_and_names_an_unreachable_drive
         return 700, 0.0
 
     with pytest.raises(DriverError, match="restart the process"):
-        calls.each(poisoned, [1, 2], [3, 4])
+        calls(poisoned, 1, 3)
     assert calls.lost is not None
     assert made == [1]
+    with pytest.raises(DriverError, match="lost earlier") as again:
+        calls(poisoned, 5, 6)
+    assert again.value.call == "poisoned"
     with pytest.raises(DriverError, match="lost earlier"):
-        calls.each(poisoned, [5], [6])
+        calls.ready(poisoned, 5, 6)
     assert made == [1]  # not called again
 
     def missing(start: int, end: int) -> tuple[int, float]:
         raise RuntimeError("Function cuEventElapsedTime not found")
 
     with pytest.raises(DriverError, match="install the toy driver") as caught:
-        _driver_calls().each(missing, [1], [2])
-    assert caught.value.code == 34
-
-
-# -- DriverCalls.record_unless_capturing: a window's two calls in one -------------------------
-
-
-def test_record_unless_capturing_records_only_a_stream_that_is_not_capturing() -> None:
-    calls = _driver_calls()
-    made: list[tuple[str, int]] = []
-    capturing = {7: 1, 8: 2}  # stream 7 capturing, 8 invalidated; any other free
-
-    def is_capturing(stream: int) -> tuple[int, int]:
-        made.append(("is_capturing", stream))
-        return (400 if stream == 99 else 0), capturing.get(stream, 0)
-
-    def record(event: int, stream: int) -> tuple[int]:
-        made.append(("record", stream))
-        return (500 if event == 66 else 0,)
-
-    assert calls.record_unless_capturing(is_capturing, record, 1, 3) is True
-    assert made == [("is_capturing", 3), ("record", 3)]
-    made.clear()
-    assert calls.record_unless_capturing(is_capturing, record, 1, 7) is False
-    assert calls.record_unless_capturing(is_capturing, record, 1, 8) is False
-    assert made == [("is_capturing", 7), ("is_capturing", 8)]  # nothing recorded
-    made.clear()
-    with pytest.raises(DriverError) as check_failed:
-        calls.record_unless_capturing(is_capturing, record, 1, 99)
-    assert (check_failed.value.call, check_failed.value.code) == ("is_capturing", 400)
-    assert made == [("is_capturing", 99)]  # no record after a failed check
-    with pytest.raises(DriverError) as record_failed:
-        calls.record_unless_capturing(is_capturing, record, 66, 3)
-    assert (record_failed.value.call, record_failed.value.code) == ("record", 500)
-
-
-def test_record_unless_capturing_fails_fast_once_lost_and_names_an_unreachable_call() -> None:
-    calls = _driver_calls()
-    made: list[str] = []
-
-    def is_capturing(stream: int) -> tuple[int, int]:
-        made.append("is_capturing")
-        return 0, 0
-
-    def poisoned(event: int, stream: int) -> tuple[int]:
-        made.append("record")
-        return (700,)
-
-    with pytest.raises(DriverError, match="restart the process"):
-        calls.record_unless_capturing(is_capturing, poisoned, 1, 2)
-    assert calls.lost is not None
-    made.clear()
-    with pytest.raises(DriverError, match="lost earlier") as again:
-        calls.record_unless_capturing(is_capturing, poisoned, 1, 2)
-    assert again.value.call == "is_capturing"
-    assert made == []  # neither call made
-
-    def missing(event: int, stream: int) -> tuple[int]:
-        raise RuntimeError("Function cuEventRecord not found")
-
-    with pytest.raises(DriverError, match="install the toy driver") as caught:
-        _driver_calls().record_unless_capturing(is_capturing, missing, 1, 2)
+        _driver_calls()(missing, 1, 2)
     assert (caught.value.call, caught.value.code) == ("missing", 34)

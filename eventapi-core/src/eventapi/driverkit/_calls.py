@@ -132,38 +132,6 @@ class DriverCalls:
             return None
         return result[1] if len(result) == 2 else tuple(result[1:])
 
-    def record_unless_capturing(
-        self,
-        is_capturing: Callable[[Any], Any],
-        record: Callable[[Any, Any], Any],
-        event: object,
-        stream: object,
-    ) -> bool:
-        """``is_capturing(stream)``, then, unless the stream captures, ``record(event, stream)``.
-
-        For a profiler's window, whose capture check and record are made back to back, each
-        checked as calling this object checks it. ``is_capturing`` returns
-        ``(status, capture_status)``, where any true (nonzero) capture status means capturing,
-        and ``record`` returns ``(status,)``. True when recorded; False when the stream captures
-        (nothing recorded). Raises as calling this object does, naming the call that failed.
-        """
-        if self(is_capturing, stream):
-            return False
-        self(record, event, stream)
-        return True
-
-    def each(
-        self, fn: Callable[[Any, Any], Any], firsts: Sequence[Any], seconds: Sequence[Any]
-    ) -> list[Any]:
-        """``fn(firsts[i], seconds[i])`` for each ``i``, in order; the one value each returns.
-
-        For a call whose result is ``(status, value)``, made many times in a row (the readings
-        of a profiler's collect), each checked as calling this object checks it. Raises
-        :class:`~eventapi.DriverError` at the first failure, making no call after it, and
-        :class:`ValueError` when the two sequences differ in length.
-        """
-        return [self(fn, first, second) for first, second in zip(firsts, seconds, strict=True)]
-
     def ready(self, fn: Callable[..., Any], *args: object) -> bool:
         """Call a query: True on success, False on the not-ready status, else raise."""
         status = self._run(fn, *args)[0]
