@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import gc
 import itertools
+import logging
 import pickle
 import sys
 import threading
@@ -391,6 +392,61 @@ def test_a_host_function_is_refused_on_a_capturing_stream_when_the_backend_can_t
     assert api.raw_calls("launch_host_func") == []
     api.stream_destroy(stream)
     assert api.live_handles() == (0, 0)
+
+
+# -- what the object holds for its handles' sake -------------------------------------------------
+
+
+def test_the_last_handle_gone_hook_runs_once_after_the_object_and_every_handle_it_made() -> None:
+    done: list[str] = []
+
+    @final
+    class Holding(GatedBackend):  # type: ignore[misc]
+        held: list[object]
+
+        def _raw_event_destroy(self, event: int) -> None:
+            done.append("event_destroy")
+
+        def _last_handle_gone(self) -> None:
+            done.append("last_handle_gone")
+
+    api = Holding()
+    del api
+    gc.collect()
+    assert done == ["last_handle_gone"]  # no handle: when the object goes
+    done.clear()
+
+    # In a reference cycle with a handle of its own, the collector finalizes the two in no set
+    # order: the hook runs after the handle's destroy either way, once.
+    api = Holding()
+    api.held = [api.event_create()]
+    del api
+    gc.collect()
+    assert done == ["event_destroy", "last_handle_gone"]
+
+
+def test_once_the_context_is_lost_destroys_skip_the_driver_and_it_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @final
+    class Losing(GatedBackend):  # type: ignore[misc]
+        lost: DriverError | None = None
+
+        def _context_lost(self) -> DriverError | None:
+            return self.lost
+
+    api = Losing()
+    stream = api.stream_create_non_blocking()
+    events = [api.event_create() for _ in range(3)]
+    api.lost = DriverError("gated", "event_record", 700, "ILLEGAL_ADDRESS", "illegal address")
+    with caplog.at_level(logging.ERROR, logger="eventapi"):
+        for event in events:
+            api.event_destroy(event)
+        api.stream_destroy(stream)
+    assert api.raw_calls("event_destroy") == api.raw_calls("stream_destroy") == []
+    assert api.live_handles() == (0, 0)
+    [record] = [r for r in caplog.records if r.name == "eventapi"]
+    assert "the device context is lost" in record.getMessage()
 
 
 # -- one owner per handle: no copies, no pickles ------------------------------------------------

@@ -293,10 +293,16 @@ def test_a_healthy_probe_killed_from_outside_twice_in_a_row_is_not_quarantined(
 
 
 def _edit(journal: Path, field: str, value: str) -> None:
-    lines = journal.read_text().split("\n")
-    index = next(i for i, line in enumerate(lines) if line.startswith(f"{field}\t"))
-    lines[index] = f"{field}\t{value}"
-    journal.write_text("\n".join(lines))
+    """Put ``value`` where ``journal`` records this machine's ``field``: the host name, the pid
+    namespace or the boot id, each one tab-separated field of the journal's line."""
+    here = {
+        "host": os.uname().nodename,
+        "pidns": str(os.stat("/proc/self/ns/pid").st_ino),
+        "boot": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+    }[field]
+    text = journal.read_text()
+    assert text.count(f"\t{here}\t") == 1, text
+    journal.write_text(text.replace(f"\t{here}\t", f"\t{value}\t"))
 
 
 @pytest.mark.parametrize(
@@ -355,7 +361,6 @@ def test_unparsable_markers_are_removed(tmp_path: Path) -> None:
         ("1.abcd.probing", "garbage\n"),
         ("hostile.quarantined", "eventapi-record 1\nno priority\n"),
         ("hostile.ended", ""),
-        ("hostile.4242", "eventapi-hostile\n0.9\n1700000000\n"),  # an older eventapi's marker
     ]:
         (directory / name).write_text(text)
     rows, _ = listing(tmp_path)

@@ -55,13 +55,13 @@ class Outcome(NamedTuple):
     ``verdict``: ``"crashed"`` (a fatal signal, or the process ended without the plugin
     returning, while the plugin ran), ``"returned"`` (it ran to the end), or ``"unknown"`` (not
     run to an end: ``how`` says why). ``stage`` is where the plugin was, ``priority`` what it
-    declared, if it got that far.
+    declared (0 if it did not get that far).
     """
 
     verdict: str
     how: str
     stage: str
-    priority: int | None
+    priority: int
 
 
 def run(plugin: Plugin, device: str | None, timeout: float) -> Outcome:
@@ -81,63 +81,51 @@ def run(plugin: Plugin, device: str | None, timeout: float) -> Outcome:
         "target": plugin.target,
         "device": device,
     }
+    status: int | None = None  # killed when the time ran out
     try:
         with tempfile.TemporaryFile() as report:
             args["report"] = report.fileno()
-            status = _wait(args, report.fileno(), timeout)
+            with subprocess.Popen(
+                [sys.executable, "-S", "-c", _CODE, json.dumps(args)],
+                stdin=subprocess.PIPE,  # closed on leaving the block: the child's cue to end
+                pass_fds=(report.fileno(),),
+                start_new_session=True,
+            ) as child:
+                try:
+                    status = child.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    child.kill()
             report.seek(0)
             text = report.read(_MAX_BYTES).decode("utf-8", errors="replace")
     except (OSError, ValueError) as exc:  # no temporary file, no interpreter to start
-        return Outcome("unknown", f"it could not be run: {describe(exc)}", "", None)
+        return Outcome("unknown", f"it could not be run: {describe(exc)}", "", 0)
     return _outcome(status, text, timeout)
-
-
-def _wait(args: dict[str, object], report: int, timeout: float) -> int | None:
-    """Start the separate process and wait for it: its status, or None when it was killed."""
-    child = subprocess.Popen(
-        [sys.executable, "-S", "-c", _CODE, json.dumps(args)],
-        stdin=subprocess.PIPE,
-        pass_fds=(report,),
-        start_new_session=True,
-    )
-    assert child.stdin is not None
-    try:
-        return child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
-        return None
-    finally:
-        child.stdin.close()
 
 
 def _outcome(status: int | None, text: str, timeout: float) -> Outcome:
     head, found, dump = text.partition(_DUMP)
-    stage, priority, returned, failed = "", None, False, ""
+    said: dict[str, str] = {}  # the last value the separate process said of each kind
     for line in head.split("\n"):
         kind, _, value = line.partition("\t")
-        if kind == "stage":
-            stage = value
-        elif kind == "priority" and value.lstrip("-").isdigit():
-            priority = int(value)
-        elif kind == "returned":
-            returned = True
-        elif kind == "failed":
-            failed = value
+        said[kind] = value
+    stage = said.get("stage", "")
+    failed = said.get("failed", "")
+    priority = said.get("priority", "")
+    declared = int(priority) if priority.lstrip("-").isdigit() else 0
     if status is None:
-        return Outcome("unknown", f"it did not end within {timeout:g} s", stage, priority)
-    if returned and status == 0:
-        return Outcome("returned", "", stage, priority)
+        return Outcome("unknown", f"it did not end within {timeout:g} s", stage, declared)
+    if "returned" in said and status == 0:
+        return Outcome("returned", "", stage, declared)
     if failed or not stage:
         why = failed or f"that process ended ({_status(status)}) before the plugin ran"
-        return Outcome("unknown", why, stage, priority)
+        return Outcome("unknown", why, stage, declared)
     if status < 0 and -status in _CRASHES:
         where = _where(dump) if found else signal.Signals(-status).name
-        return Outcome("crashed", f"a crash in native code ({where})", stage, priority)
+        return Outcome("crashed", f"a crash in native code ({where})", stage, declared)
     if status >= 0:
-        return Outcome("crashed", f"it ended that process ({_status(status)})", stage, priority)
+        return Outcome("crashed", f"it ended that process ({_status(status)})", stage, declared)
     how = f"that process was ended from outside ({_status(status)})"
-    return Outcome("unknown", how, stage, priority)
+    return Outcome("unknown", how, stage, declared)
 
 
 def _status(status: int) -> str:

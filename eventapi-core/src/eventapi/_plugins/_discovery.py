@@ -219,15 +219,9 @@ class _Cell:
         plugin = self.plugin
         crashed = _quarantine.crashed_before(plugin, self.budget)
         if crashed is not None:
-            return Entry((broken(plugin, crashed.reason, priority=crashed.priority),), None, plugin)
-        with _quarantine.Guard(plugin) as guard:
-
-            def advance(stage: str, spec: BackendSpec | None) -> None:
-                self._advance(stage, spec)
-                if spec is not None:
-                    guard.declared(spec.priority)
-
-            return resolve(plugin, advance)
+            return Entry((crashed,), None, plugin)
+        with _quarantine.guard(plugin):
+            return resolve(plugin, self._advance)
 
     def _advance(self, stage: str, spec: BackendSpec | None) -> None:
         if spec is not None:
