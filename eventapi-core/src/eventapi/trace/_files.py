@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Final, final
@@ -32,9 +32,10 @@ _PATH_MAX: Final = 4096
 """Linux's limit on a path given to a system call, its terminating NUL included: a longer one
 is refused by the kernel anyway, and would make the message that names it as long."""
 
-_DEFAULT_MODE: Final = 0o666
-"""What ``open()`` would create a new file with, before the umask: a temporary file starts at
-0o600, which would leave a trace unreadable to the other users ``open()`` lets read it."""
+_NEW_FILE_MODE: Final = 0o666
+"""What ``open()`` creates a file with, less the umask (and a directory's default ACL), which the
+kernel applies as it creates the temporary file; ``tempfile`` would give 0o600 and leave a trace
+unreadable to the users ``open()`` lets read it."""
 
 
 @final
@@ -98,12 +99,12 @@ def check_paths(values: object, what: str) -> list[str]:
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         info = os.stat(path)
-    except OSError:  # reading it will say what is wrong
+    except OSError:
         return None
     return info.st_dev, info.st_ino
 
 
-def refuse_overlap(inputs: Sequence[str], out: str | None) -> None:
+def refuse_overlap(inputs: Sequence[str], out: str) -> None:
     """:class:`ValueError` when an input is given twice, or ``out`` is one of the inputs.
 
     Files are compared as ``os.path.samefile`` does (device and inode), so a second spelling, a
@@ -111,33 +112,18 @@ def refuse_overlap(inputs: Sequence[str], out: str | None) -> None:
     """
     seen: dict[tuple[int, int], str] = {}
     for path in inputs:
-        key = _identity(path)
-        if key is None:
-            continue
+        key = _identity(path)  # None for a file that cannot be read: reading it will say why
         if key in seen:
             same = "" if seen[key] == path else f" as {seen[key]}"
             raise ValueError(f"{path} is given twice{same}; pass each trace once")
-        seen[key] = path
-    if out is not None:
-        key = _identity(out)
-        if key is not None and key in seen:
-            raise ValueError(
-                f"the output {out} is the input {seen[key]}; write to another file "
-                "(the input would be lost if the write failed)"
-            )
-
-
-def _umask() -> int:
-    # Read without setting it: os.umask() can only be read by changing it, which races with
-    # every other thread that creates a file meanwhile.
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
+        if key is not None:
+            seen[key] = path
+    key = _identity(out)
+    if key in seen:
+        raise ValueError(
+            f"the output {out} is the input {seen[key]}; write to another file "
+            "(the input would be lost if the write failed)"
+        )
 
 
 @contextlib.contextmanager
@@ -173,7 +159,8 @@ def replacing(path: str) -> Iterator[IO[str]]:
             file = open(final, "w", encoding="utf-8")  # noqa: SIM115 - closed below
         else:
             directory, name = os.path.split(final)
-            fd, temporary = tempfile.mkstemp(prefix=f".{name[:100]}.", suffix=".tmp", dir=directory)
+            temporary = os.path.join(directory, f".{name[:100]}.{secrets.token_hex(6)}.tmp")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _NEW_FILE_MODE)
             file = open(fd, "w", encoding="utf-8")  # noqa: SIM115
     try:
         with naming(path):
@@ -183,9 +170,8 @@ def replacing(path: str) -> Iterator[IO[str]]:
                 os.fsync(file.fileno())
             file.close()
             if temporary is not None:
-                os.chmod(
-                    temporary, stat.S_IMODE(info.st_mode) if info else _DEFAULT_MODE & ~_umask()
-                )
+                if info is not None:  # a replaced file keeps its mode
+                    os.chmod(temporary, stat.S_IMODE(info.st_mode))
                 os.replace(temporary, final)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -197,7 +183,7 @@ def replacing(path: str) -> Iterator[IO[str]]:
     if temporary is not None:
         # The rename itself survives a crash only once the directory is on the disk.
         with contextlib.suppress(OSError):
-            fd = os.open(os.path.dirname(final) or ".", os.O_RDONLY)
+            fd = os.open(os.path.dirname(final), os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
