@@ -116,25 +116,21 @@ def normalize(distribution: str) -> str:
 
 def row(
     plugin: Plugin,
-    *,
     status: str,
-    reason: str,
+    reason: str = "",
+    *,
     spec: BackendSpec | None = None,
-    priority: int | None = None,
+    priority: int = 0,
 ) -> BackendInfo:
-    if spec is not None:
-        priority = spec.priority if priority is None else priority
-        hint = spec.install_hint
-    else:
-        hint = KNOWN_HINTS.get(plugin.name, "")
+    """``plugin``'s row; its priority and install hint are the spec's when it yielded one."""
     return BackendInfo(
         name=plugin.name,
         distribution=plugin.distribution,
         version=plugin.version,
-        priority=priority if priority is not None else 0,
+        priority=spec.priority if spec is not None else priority,
         status=status,
         reason=reason,
-        install_hint=hint,
+        install_hint=spec.install_hint if spec is not None else KNOWN_HINTS.get(plugin.name, ""),
     )
 
 
@@ -142,7 +138,7 @@ def broken(
     plugin: Plugin, reason: str, *, priority: int = 0, spec: BackendSpec | None = None
 ) -> BackendInfo:
     reason = " ".join(reason.split())
-    return row(plugin, status=f"broken: {reason}", reason=reason, spec=spec, priority=priority)
+    return row(plugin, f"broken: {reason}", reason, spec=spec, priority=priority)
 
 
 def resolve(plugin: Plugin, advance: Advance) -> Entry:
@@ -156,13 +152,12 @@ def resolve(plugin: Plugin, advance: Advance) -> Entry:
         advance("in its probe", spec)
         reason = _probe(spec)
     except _BrokenPluginError as exc:
-        logger().debug("backend %r (%s) is broken: %s", plugin.name, plugin.label, exc)
-        priority = spec.priority if spec is not None else 0
-        return Entry((broken(plugin, str(exc), priority=priority, spec=spec),), None, plugin)
-    if reason is None:
-        return Entry((row(plugin, spec=spec, status="ok", reason=""),), spec, plugin)
-    status = f"unavailable: {reason}"
-    return Entry((row(plugin, spec=spec, status=status, reason=reason),), spec, plugin)
+        logger().debug(
+            "backend %r (%s) is broken: %s", plugin.name, plugin.label, exc, exc_info=exc.__cause__
+        )
+        return Entry((broken(plugin, str(exc), spec=spec),), None, plugin)
+    status = "ok" if reason is None else f"unavailable: {reason}"
+    return Entry((row(plugin, status, reason or "", spec=spec),), spec, plugin)
 
 
 def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:
@@ -171,7 +166,6 @@ def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:
     try:
         module = plugin.load_plugin()
     except BaseException as exc:  # the plugin's failure (module docstring)
-        logger().debug("importing %s failed", plugin.target, exc_info=True)
         raise _BrokenPluginError(f"cannot import {plugin.target}: {describe(exc)}") from exc
     advance("in its eventapi_backends hook", None)
     # A manager of its own: pluggy's is not thread-safe, and only this plugin's hook must run.
@@ -197,7 +191,6 @@ def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:
     except _BrokenPluginError:
         raise
     except BaseException as exc:  # the plugin's failure (module docstring)
-        logger().debug("eventapi_backends of %s raised", plugin.target, exc_info=True)
         raise _BrokenPluginError(f"eventapi_backends raised {describe(exc)}") from exc
     return _check_specs(plugin, specs)
 
@@ -206,7 +199,6 @@ def _probe(spec: BackendSpec) -> str | None:
     try:
         reason: object = spec.probe()
     except BaseException as exc:  # the plugin's failure (module docstring)
-        logger().debug("probe of backend %r raised", spec.name, exc_info=True)
         raise _BrokenPluginError(f"probe raised {describe(exc)}") from exc
     if reason is None:
         return None
