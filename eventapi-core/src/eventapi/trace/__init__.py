@@ -152,9 +152,8 @@ class TraceWriter:
     def __init__(self, path: PathLike, *, slice_args: bool = True) -> None:
         check_bool(slice_args, "TraceWriter: slice_args")
         self._path = check_path(path, "the trace's path")
-        process = process_info()
         self._file = open(self._path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
-        self._trace = TraceFile(self._file, process, slice_args=slice_args)
+        self._trace = TraceFile(self._file, process_info(), slice_args=slice_args)
         # Writes are serialized, so sinks of profilers on several threads may share the file.
         self._lock = threading.Lock()
         self._forked = False

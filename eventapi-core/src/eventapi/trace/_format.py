@@ -293,23 +293,20 @@ def _parse(text: str, where: str) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            # A trace written as spans arrived ends after a complete line when its process
-            # died: drop a partial last line and close the array and the object.
-            body = text[: text.rfind(",\n") + 1].rstrip(",\n") if ",\n" in text else text
-            try:
-                return json.loads(body + "\n]}")
-            except json.JSONDecodeError:
-                raise ValueError(
-                    f"{where} is not a Trace Event JSON file ({exc}); {_EMPTY_HINT}"
-                ) from None
+            error = exc
+        # A trace written as spans arrived ends after a complete line when its process died:
+        # drop a partial last line and close the array and the object.
+        body = text[: text.rfind(",\n") + 1].rstrip(",\n") if ",\n" in text else text
+        return json.loads(body + "\n]}")
+    except json.JSONDecodeError:
+        raise ValueError(
+            f"{where} is not a Trace Event JSON file ({error}); {_EMPTY_HINT}"
+        ) from None
     except RecursionError:
         raise ValueError(
             f"{where} nests arrays or objects too deeply to read; a trace's events are flat objects"
         ) from None
-    except ValueError as exc:
-        if str(exc).startswith(where):
-            raise
-        # Python's own limits, such as an integer of more than 4,300 digits.
+    except ValueError as exc:  # Python's own limits, such as an int of more than 4,300 digits
         raise ValueError(f"{where} is not a Trace Event JSON file ({exc})") from None
 
 

@@ -52,23 +52,24 @@ def _torch() -> dict[str, object] | None:
     return info
 
 
+def _launcher() -> dict[str, object] | None:
+    for rank_name, size_name in _ENVIRONMENT:
+        rank = _number(rank_name)
+        if rank is not None:
+            info: dict[str, object] = {"rank": rank, "rank_from": rank_name}
+            size = _number(size_name)
+            if size:
+                info["world_size"] = size
+            return info
+    return None
+
+
 def rank_info() -> dict[str, object]:
     """``rank``, ``rank_from`` and where known ``world_size`` and ``local_rank``; or ``{}``."""
-    info = _torch()
-    if info is None:
-        for rank_name, size_name in _ENVIRONMENT:
-            rank = _number(rank_name)
-            if rank is not None:
-                info = {"rank": rank, "rank_from": rank_name}
-                size = _number(size_name)
-                if size:
-                    info["world_size"] = size
-                break
+    info = _torch() or _launcher()
     local = _number("LOCAL_RANK")
     if info is None:
-        if local is None:
-            return {}
-        return {"local_rank": local, "rank_from": "LOCAL_RANK"}
+        return {} if local is None else {"local_rank": local, "rank_from": "LOCAL_RANK"}
     if local is not None:
         info["local_rank"] = local
     return info
@@ -76,10 +77,9 @@ def rank_info() -> dict[str, object]:
 
 def process_title(host: str, pid: int, info: dict[str, object]) -> str:
     """The process track's name: ``"rank 3 (node7 pid 4242)"``, or ``"node7 pid 4242"``."""
-    rank = info.get("rank")
-    if isinstance(rank, int):
-        return f"rank {rank} ({host} pid {pid})"
-    local = info.get("local_rank")
-    if isinstance(local, int):
-        return f"local rank {local} ({host} pid {pid})"
-    return f"{host} pid {pid}"
+    where = f"{host} pid {pid}"
+    if isinstance(info.get("rank"), int):
+        return f"rank {info['rank']} ({where})"
+    if isinstance(info.get("local_rank"), int):
+        return f"local rank {info['local_rank']} ({where})"
+    return where
