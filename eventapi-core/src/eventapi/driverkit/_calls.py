@@ -378,14 +378,10 @@ def foreign_stream_handle(
     ``protocols`` is a single name (or not names) or ``native`` not a tuple of types.
     """
     if isinstance(protocols, str) or not all(isinstance(name, str) for name in protocols):
-        raise TypeError(
-            f"foreign_stream_handle: protocols must be a sequence of attribute names (a tuple "
-            f"of str), not {bounded_repr(protocols)}"
-        )
+        what = "a sequence of attribute names (a tuple of str)"
+        raise wrong_type("foreign_stream_handle: protocols", what, protocols)
     if not isinstance(native, tuple) or not all(isinstance(kind, type) for kind in native):
-        raise TypeError(
-            f"foreign_stream_handle: native must be a tuple of types, not {bounded_repr(native)}"
-        )
+        raise wrong_type("foreign_stream_handle: native", "a tuple of types", native)
     if isinstance(stream, bool):
         return None
     if isinstance(stream, int):
