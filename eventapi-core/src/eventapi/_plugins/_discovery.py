@@ -54,10 +54,10 @@ from .._logger import logger
 from ._plugin import (
     KNOWN_HINTS,
     NAME_RE,
+    REGISTERED_IN_CODE,
     Entry,
     Plugin,
     broken,
-    check_name,
     describe,
     from_entry_point,
     host_plugin,
@@ -489,20 +489,18 @@ def generation() -> int:
     return _registry.generation
 
 
-def register(
-    plugin: object, name: str, *, distribution: str = "(registered in code)", version: str = ""
-) -> None:
-    """Register a plugin object (a module of hook implementations) for backend ``name`` in code.
+def register(spec: BackendSpec) -> None:
+    """Register ``spec``, checked already (:func:`~eventapi._plugins._plugin.check_spec`), in code.
 
-    What :func:`eventapi.register_backend` builds on. A plugin registered here survives
-    ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and :func:`refresh`; its hook and probe run as any
-    plugin's do, off the caller's thread within the budget, and what discovery knows of every
-    other name is kept. Raises ValueError if ``name`` is already registered in code, is reserved
-    (``host``, ``cuda``, ``hip``) or is not a backend name.
+    What :func:`eventapi.register_backend` builds on. A backend registered here survives
+    ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and :func:`refresh`; its probe runs as any plugin's
+    does, off the caller's thread within the budget, and what discovery knows of every other
+    name is kept. Raises ValueError if ``spec.name`` is already registered in code.
     """
-    check_name(name)
-    target = getattr(plugin, "__name__", repr(plugin))
-    _registry.register(Plugin(name, distribution, version, target, lambda: plugin, in_code=True))
+    target = f"register_backend({spec.name!r})"
+    _registry.register(
+        Plugin(spec.name, REGISTERED_IN_CODE, "", target, lambda: spec, in_code=True)
+    )
 
 
 def unregister(name: str) -> bool:

@@ -38,11 +38,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KNOWN_HINTS",
+    "REGISTERED_IN_CODE",
     "Advance",
     "Entry",
     "Plugin",
     "broken",
-    "check_name",
     "check_spec",
     "describe",
     "from_entry_point",
@@ -60,6 +60,8 @@ KNOWN_HINTS: Final = {
 }
 
 NAME_RE: Final = re.compile(NAME_PATTERN)
+
+REGISTERED_IN_CODE: Final = "(registered in code)"  # the distribution of a backend given in code
 
 
 # NamedTuples, not dataclasses: both are immutable values, and these cost a tenth as much to
@@ -167,6 +169,8 @@ def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:
         module = plugin.load_plugin()
     except BaseException as exc:  # the plugin's failure (module docstring)
         raise _BrokenPluginError(f"cannot import {plugin.target}: {describe(exc)}") from exc
+    if isinstance(module, BackendSpec):
+        return module  # registered in code: checked as it was registered (check_spec)
     advance("in its eventapi_backends hook", None)
     # A manager of its own: pluggy's is not thread-safe, and only this plugin's hook must run.
     pm = pluggy.PluginManager(PROJECT)
@@ -209,8 +213,10 @@ def _probe(spec: BackendSpec) -> str | None:
     return " ".join(reason.split())
 
 
-def check_name(name: str) -> None:
-    """Raise ValueError unless ``name`` may be registered in code (a free, valid name)."""
+def check_spec(spec: BackendSpec) -> None:
+    """Raise ValueError unless ``spec`` may be registered in code: a free, valid name, and as
+    sound as discovery checks a plugin's spec."""
+    name = spec.name
     if name in RESERVED_NAMES:
         raise ValueError(
             f"{name!r} is reserved for {RESERVED_NAMES[name]}, this project's own backend; "
@@ -221,16 +227,11 @@ def check_name(name: str) -> None:
             f"{name!r} is not a backend name (letters, digits, '_', '.', '-', starting with a "
             "letter, digit or '_')"
         )
-
-
-def check_spec(spec: BackendSpec) -> None:
-    """Raise ValueError unless ``spec`` is a sound BackendSpec, as discovery checks a plugin's."""
-    check_name(spec.name)
-    plugin = Plugin(spec.name, "(registered in code)", "", repr(spec.name), lambda: None)
+    plugin = Plugin(name, REGISTERED_IN_CODE, "", repr(name), lambda: None)
     try:
         _check_specs(plugin, [spec])
     except _BrokenPluginError as exc:
-        raise ValueError(f"BackendSpec {spec.name!r}: {exc}") from None
+        raise ValueError(f"BackendSpec {name!r}: {exc}") from None
 
 
 def _check_specs(plugin: Plugin, specs: list[object]) -> BackendSpec:

@@ -10,33 +10,11 @@ row and its loaded objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import final
-
 from . import _discovery, _selection
 from ._plugin import check_spec
-from ._spec import BackendSpec, hookimpl
+from ._spec import BackendSpec
 
 __all__ = ["register_backend", "unregister_backend"]
-
-REGISTERED_IN_CODE = "(registered in code)"
-
-
-@final
-class _SpecPlugin:
-    """The plugin of a spec registered in code: a hook that yields it."""
-
-    __slots__ = ("_spec",)
-
-    def __init__(self, spec: BackendSpec) -> None:
-        self._spec = spec
-
-    @hookimpl
-    def eventapi_backends(self) -> Iterator[BackendSpec]:
-        yield self._spec
-
-    def __repr__(self) -> str:
-        return f"register_backend({self._spec.name!r})"
 
 
 def register_backend(spec: BackendSpec) -> None:
@@ -63,7 +41,7 @@ def register_backend(spec: BackendSpec) -> None:
             f"register_backend() takes an eventapi.BackendSpec, got {type(spec).__name__}"
         )
     check_spec(spec)
-    _discovery.register(_SpecPlugin(spec), spec.name, distribution=REGISTERED_IN_CODE)
+    _discovery.register(spec)
     _selection.forget(spec.name)
 
 
