@@ -48,7 +48,7 @@ import os
 import re
 import threading
 import time
-from typing import Final, final
+from typing import Final, NamedTuple, final
 
 from .._logger import logger
 from ._plugin import (
@@ -133,13 +133,11 @@ def _blocked_names() -> frozenset[str]:
 
 def _budget() -> float:
     raw = os.environ.get(ENV_PLUGIN_TIMEOUT, "").strip()
-    if not raw:
-        return DEFAULT_PLUGIN_TIMEOUT
     try:
-        value = float(raw)
+        value = float(raw or DEFAULT_PLUGIN_TIMEOUT)
     except ValueError:
         value = float("nan")
-    if not value > 0 or value == float("inf"):
+    if not 0 < value < float("inf"):
         logger().warning(
             "%s=%r is not a positive number of seconds; using %g",
             ENV_PLUGIN_TIMEOUT,
@@ -159,11 +157,6 @@ def _budget() -> float:
     return value
 
 
-# Guards the registry's data: _Registry's fields, each scan's cells and each cell's entry.
-# Never held while plugin code runs or entry points are read.
-_lock = threading.Lock()
-
-
 # -- one name's once-cell ---------------------------------------------------------------------
 
 
@@ -177,22 +170,18 @@ class _Cell:
     publishes (what the plugin returns after that is dropped).
     """
 
-    __slots__ = ("_done", "budget", "entry", "plugin", "spec", "stage")
+    __slots__ = ("budget", "done", "entry", "plugin", "priority", "stage")
 
     def __init__(self, plugin: Plugin, budget: float, entry: Entry | None = None) -> None:
-        self._done = threading.Event()
+        self.done = threading.Event()
         self.plugin = plugin
         self.budget = budget
         self.entry = entry
         if entry is not None:
-            self._done.set()
+            self.done.set()
         # Written by the plugin's thread as it goes, read for a timeout's message.
         self.stage = "checking whether it crashed an earlier run"
-        self.spec: BackendSpec | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
+        self.priority = 0
 
     def start(self) -> None:
         if self.entry is not None:
@@ -216,41 +205,36 @@ class _Cell:
         # Imported here, as importlib.metadata is: `import eventapi` pays for neither.
         from . import _quarantine
 
-        plugin = self.plugin
-        crashed = _quarantine.crashed_before(plugin, self.budget)
+        crashed = _quarantine.crashed_before(self.plugin, self.budget)
         if crashed is not None:
-            return Entry((crashed,), None, plugin)
-        with _quarantine.guard(plugin):
-            return resolve(plugin, self._advance)
+            return Entry((crashed,), None, self.plugin)
+        with _quarantine.guard(self.plugin):
+            return resolve(self.plugin, self._advance)
 
     def _advance(self, stage: str, spec: BackendSpec | None) -> None:
-        if spec is not None:
-            self.spec = spec
         self.stage = stage
+        self.priority = spec.priority if spec is not None else 0
 
     def _publish(self, entry: Entry) -> Entry:
         with _lock:
             if self.entry is None:
                 self.entry = entry
             published = self.entry
-        self._done.set()
+        self.done.set()
         return published
 
     def wait(self, deadline: float) -> Entry:
         """The entry, waiting for the plugin until ``deadline`` (``time.monotonic()``) at most."""
-        if self._done.wait(max(0.0, deadline - time.monotonic())):
+        if self.done.wait(max(0.0, deadline - time.monotonic())):
             assert self.entry is not None  # set before the event
             return self.entry
-        spec = self.spec
         reason = (
             f"timed out after {self.budget:g} s {self.stage}; it may still be running. If it "
             f"is only slow, raise {ENV_PLUGIN_TIMEOUT} (seconds); to skip it, add "
             f"{self.plugin.name} to {ENV_DISABLE_PLUGINS}"
         )
-        priority = spec.priority if spec is not None else 0
-        return self._publish(
-            Entry((broken(self.plugin, reason, priority=priority),), None, self.plugin)
-        )
+        timed_out = broken(self.plugin, reason, priority=self.priority)
+        return self._publish(Entry((timed_out,), None, self.plugin))
 
 
 def _cell(name: str, plugins: list[Plugin], blocked: frozenset[str], budget: float) -> _Cell:
@@ -258,7 +242,7 @@ def _cell(name: str, plugins: list[Plugin], blocked: frozenset[str], budget: flo
     first = plugins[0]
     if name in blocked:
         reason = f"listed in {ENV_DISABLE_PLUGINS}"
-        rows = tuple(row(p, status="blocked", reason=reason) for p in plugins)
+        rows = tuple(row(p, "blocked", reason) for p in plugins)
         return _Cell(first, budget, Entry(rows, None, None))
     if len(plugins) > 1:
         claims = " and ".join(p.label for p in plugins)
@@ -270,30 +254,19 @@ def _cell(name: str, plugins: list[Plugin], blocked: frozenset[str], budget: flo
 # -- one scan ---------------------------------------------------------------------------------
 
 
-@final
-class _Scan:
+class _Scan(NamedTuple):
     """What one scan read: the settings, the entry points per name, and each name's cell.
 
     ``refused`` are rows decided from metadata alone (an invalid name, a reserved name claimed
     by another distribution): listed, never selectable. ``cells`` is guarded by ``_lock``.
     """
 
-    __slots__ = ("autoload", "blocked", "budget", "cells", "claims", "refused")
-
-    def __init__(
-        self,
-        autoload: bool,
-        blocked: frozenset[str],
-        budget: float,
-        claims: dict[str, list[Plugin]],
-        refused: list[BackendInfo],
-    ) -> None:
-        self.autoload = autoload
-        self.blocked = blocked
-        self.budget = budget
-        self.claims = claims
-        self.refused = refused
-        self.cells: dict[str, _Cell] = {}
+    autoload: bool
+    blocked: frozenset[str]
+    budget: float
+    claims: dict[str, list[Plugin]]
+    refused: list[BackendInfo]
+    cells: dict[str, _Cell]
 
 
 # importlib.metadata's own form of an entry point's value, "module[:attr][ [extras]]", which
@@ -348,98 +321,60 @@ def _read() -> _Scan:
                 and normalize(plugin.distribution) == normalize(host.distribution)
             ):
                 claims.setdefault(plugin.name, []).append(plugin)
-    return _Scan(autoload, _blocked_names(), _budget(), claims, refused)
+    return _Scan(autoload, _blocked_names(), _budget(), claims, refused, {})
 
 
-# -- the registry -----------------------------------------------------------------------------
+# -- the registry: plugins registered in code, and the current scan ---------------------------
+
+# Guards the registry's data: what follows, each scan's cells and each cell's entry. Never held
+# while plugin code runs or entry points are read.
+_lock = threading.Lock()
+_code: dict[str, Plugin] = {}
+_scan: _Scan | None = None
+_generation = 0  # the scans forgotten, for selection to compare
 
 
-@final
-class _Registry:
-    """The process-wide discovery state: plugins registered in code, and the current scan.
-
-    Its fields, guarded by ``_lock``; ``generation`` counts the scans forgotten, for selection
-    to compare.
-    """
-
-    __slots__ = ("_code", "_scan", "generation")
-
-    def __init__(self) -> None:
-        self._code: dict[str, Plugin] = {}
-        self._scan: _Scan | None = None
-        self.generation = 0
-
-    def scan(self) -> _Scan:
-        with _lock:
-            scan, seen = self._scan, self.generation
-        if scan is not None:
-            return scan
-        # Two first callers may both read; the first to finish is kept. Reading costs
-        # milliseconds and runs no plugin code, so that beats making one wait on the other.
-        fresh = _read()
-        with _lock:
-            if self._scan is None and self.generation == seen:
-                self._scan = fresh
-            return self._scan or fresh
-
-    def names(self, scan: _Scan) -> list[str]:
-        with _lock:
-            return list(scan.claims.keys() | self._code.keys())
-
-    def cell(self, scan: _Scan, name: str) -> _Cell | None:
-        """``name``'s cell in ``scan``, made and started if it is new; None if nothing claims it."""
-        with _lock:
-            cell = scan.cells.get(name)
-            new = cell is None
-            if cell is None:
-                code = self._code.get(name)
-                plugins = ([code] if code is not None else []) + scan.claims.get(name, [])
-                if not plugins:
-                    return None
-                cell = scan.cells[name] = _cell(name, plugins, scan.blocked, scan.budget)
-        if new:
-            cell.start()
-        return cell
-
-    def register(self, plugin: Plugin) -> None:
-        with _lock:
-            if plugin.name in self._code:
-                raise ValueError(
-                    f"a backend {plugin.name!r} is already registered in code; unregister it first"
-                )
-            self._code[plugin.name] = plugin
-            self._forget(plugin.name)
-
-    def unregister(self, name: str) -> bool:
-        with _lock:
-            found = self._code.pop(name, None) is not None
-            if found:
-                self._forget(name)
-        return found
-
-    def _forget(self, name: str) -> None:
-        # With the lock held. Only this name's claims changed: every other cell stays (its
-        # plugin is not run again, selection keeps its objects).
-        if self._scan is not None:
-            self._scan.cells.pop(name, None)
-
-    def refresh(self) -> None:
-        with _lock:
-            self._scan = None
-            self.generation += 1
-
-    def after_fork(self) -> None:
-        # A plugin's thread does not exist in the child: forget the cells it had not finished
-        # (they start again on demand), keep what is known. The lock may have been held.
-        global _lock
-        _lock = threading.Lock()
-        if self._scan is not None:
-            cells = self._scan.cells
-            self._scan.cells = {name: cell for name, cell in cells.items() if cell.finished}
+def _current_scan() -> _Scan:
+    global _scan
+    with _lock:
+        scan, seen = _scan, _generation
+    if scan is not None:
+        return scan
+    # Two first callers may both read; the first to finish is kept. Reading costs
+    # milliseconds and runs no plugin code, so that beats making one wait on the other.
+    fresh = _read()
+    with _lock:
+        if _scan is None and _generation == seen:
+            _scan = fresh
+        return _scan or fresh
 
 
-_registry: Final = _Registry()
-os.register_at_fork(after_in_child=_registry.after_fork)
+def _started_cell(scan: _Scan, name: str) -> _Cell | None:
+    """``name``'s cell in ``scan``, made and started if it is new; None if nothing claims it."""
+    with _lock:
+        cell = scan.cells.get(name)
+        new = cell is None
+        if cell is None:
+            plugins = ([_code[name]] if name in _code else []) + scan.claims.get(name, [])
+            if not plugins:
+                return None
+            cell = scan.cells[name] = _cell(name, plugins, scan.blocked, scan.budget)
+    if new:
+        cell.start()
+    return cell
+
+
+def _after_fork_in_child() -> None:
+    # A plugin's thread does not exist in the child: forget the cells it had not finished
+    # (they start again on demand), keep what is known. The lock may have been held.
+    global _lock, _scan
+    _lock = threading.Lock()
+    if _scan is not None:
+        cells = _scan.cells
+        _scan = _scan._replace(cells={n: cell for n, cell in cells.items() if cell.done.is_set()})
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # -- the functions selection and users call ---------------------------------------------------
@@ -455,8 +390,10 @@ def backends() -> list[BackendInfo]:
     exception, and what it prints goes where the process's output goes. Thread-safe.
     """
     called = time.monotonic()
-    scan = _registry.scan()
-    cells = [_registry.cell(scan, name) for name in _registry.names(scan)]
+    scan = _current_scan()
+    with _lock:
+        names = list(scan.claims.keys() | _code.keys())
+    cells = [_started_cell(scan, name) for name in names]
     deadline = called + scan.budget
     rows = [r for cell in cells if cell is not None for r in cell.wait(deadline).rows]
     rows += scan.refused
@@ -466,8 +403,8 @@ def backends() -> list[BackendInfo]:
 def entry(name: str) -> Entry | None:
     """What discovery knows of ``name`` (running only its plugin, bounded), or None if absent."""
     called = time.monotonic()
-    scan = _registry.scan()
-    cell = _registry.cell(scan, name)
+    scan = _current_scan()
+    cell = _started_cell(scan, name)
     if cell is not None:
         return cell.wait(called + scan.budget)
     if name not in RESERVED_NAMES:
@@ -481,12 +418,12 @@ def entry(name: str) -> Entry | None:
 
 def autoload() -> bool:
     """False when the current scan skipped entry points (``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD``)."""
-    return _registry.scan().autoload
+    return _current_scan().autoload
 
 
 def generation() -> int:
     """A number that changes whenever discovery forgets what it learnt (:func:`refresh`)."""
-    return _registry.generation
+    return _generation
 
 
 def register(spec: BackendSpec) -> None:
@@ -497,15 +434,31 @@ def register(spec: BackendSpec) -> None:
     does, off the caller's thread within the budget, and what discovery knows of every other
     name is kept. Raises ValueError if ``spec.name`` is already registered in code.
     """
-    target = f"register_backend({spec.name!r})"
-    _registry.register(
-        Plugin(spec.name, REGISTERED_IN_CODE, "", target, lambda: spec, in_code=True)
-    )
+    name = spec.name
+    target = f"register_backend({name!r})"
+    with _lock:
+        if name in _code:
+            raise ValueError(
+                f"a backend {name!r} is already registered in code; unregister it first"
+            )
+        _code[name] = Plugin(name, REGISTERED_IN_CODE, "", target, lambda: spec, in_code=True)
+        _forget(name)
 
 
 def unregister(name: str) -> bool:
-    """Remove the plugin registered in code for ``name``; False when there is none."""
-    return _registry.unregister(name)
+    """Remove the backend registered in code for ``name``; False when there is none."""
+    with _lock:
+        found = _code.pop(name, None) is not None
+        if found:
+            _forget(name)
+    return found
+
+
+def _forget(name: str) -> None:
+    # With the lock held. Only this name's claims changed: every other cell stays (its plugin
+    # is not run again, selection keeps its objects).
+    if _scan is not None:
+        _scan.cells.pop(name, None)
 
 
 def refresh() -> None:
@@ -515,4 +468,7 @@ def refresh() -> None:
     objects already handed out keep working, and later :func:`~eventapi.backend` calls build
     new ones.
     """
-    _registry.refresh()
+    global _scan, _generation
+    with _lock:
+        _scan = None
+        _generation += 1
