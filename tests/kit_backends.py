@@ -2,9 +2,9 @@
 
 :class:`MinimalBackend` satisfies :class:`eventapi.EventApi` and nothing more; a stream is a
 worker thread draining a queue and an event is stamped with ``time.perf_counter_ns()`` when the
-worker reaches it. :class:`ThreadBackend` adds the three optional capabilities. Both are correct,
-so the kit must pass on them. The ``Broken*`` subclasses each get one thing wrong, so the kit
-must fail on them, in the test that covers that thing.
+worker reaches it. :class:`ThreadBackend` adds every optional capability, graphs included.
+Both are correct, so the kit must pass on them. The ``Broken*`` subclasses each get one thing
+wrong, so the kit must fail on them, in the test that covers that thing.
 
 Nothing here uses :mod:`eventapi.driverkit`: the kit checks behaviour, not a base class, and a
 third party may satisfy the protocol directly.
@@ -44,12 +44,13 @@ class KitEvent:
 class KitStream:
     """A stream: one worker thread running the queued callables in order."""
 
-    __slots__ = ("capturing", "closed", "owner", "queue", "worker")
+    __slots__ = ("capturing", "closed", "nodes", "owner", "queue", "worker")
 
     def __init__(self, owner: MinimalBackend) -> None:
         self.owner = owner
         self.closed = False
-        self.capturing = False  # set by ThreadBackend.begin_capture, a test aid
+        self.capturing = False  # set by ThreadBackend's captures
+        self.nodes: list[KitEvent] = []  # the capture's event-record nodes
         self.queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self.worker = threading.Thread(target=self._drain, name="kit-stream", daemon=True)
         self.worker.start()
@@ -60,6 +61,23 @@ class KitStream:
                 item()
             except Exception:
                 _log.warning("kit stream: host function failed", exc_info=True)
+
+
+# An event's stamp while it has none: recorded plainly into a capture (a dependency of the
+# graph), or only as a node of a graph not launched yet.
+CAPTURED = -1
+UNLAUNCHED = -2
+
+
+class KitGraph:
+    """A captured graph: the events its event-record nodes record, in order."""
+
+    __slots__ = ("closed", "nodes", "owner")
+
+    def __init__(self, owner: MinimalBackend, nodes: list[KitEvent]) -> None:
+        self.owner = owner
+        self.nodes = nodes
+        self.closed = False
 
 
 class MinimalBackend:
@@ -220,12 +238,88 @@ class ThreadBackend(HostFuncBackend):
         return self._stream(stream, "stream_is_capturing").capturing
 
     def begin_capture(self, stream: KitStream) -> None:
-        """Simulate a graph capture on ``stream`` (a test aid, as the host backend has)."""
-        self._stream(stream, "begin_capture").capturing = True
+        """Start a graph capture on ``stream`` (a test aid, as the host backend has)."""
+        self.stream_begin_capture(stream)
 
     def end_capture(self, stream: KitStream) -> None:
-        """End what :meth:`begin_capture` started."""
-        self._stream(stream, "end_capture").capturing = False
+        """End what :meth:`begin_capture` started; the graph is discarded."""
+        self.stream_end_capture(stream)
+
+    # Graphs (SupportsGraphs, SupportsGraphRecord): a plain record in a capture is a dependency
+    # that nothing stamps; a record in graph is a node each launch records on its stream.
+
+    def event_record(self, event: KitEvent, stream: KitStream) -> None:
+        target = self._stream(stream, "event_record")
+        if not target.capturing:
+            super().event_record(event, stream)
+            return
+        ev = self._event(event, "event_record", recorded=False)
+        ev.reached = threading.Event()  # never set
+        ev.stamp_ns = CAPTURED
+
+    def event_wait(self, event: KitEvent) -> None:
+        self._stamped(event, "event_wait", unlaunched=True)
+        super().event_wait(event)
+
+    def event_elapsed(self, start: KitEvent, end: KitEvent) -> int:
+        self._stamped(start, "event_elapsed")
+        self._stamped(end, "event_elapsed")
+        return super().event_elapsed(start, end)
+
+    def _stamped(self, event: KitEvent, call: str, *, unlaunched: bool = False) -> None:
+        stamp = self._event(event, call).stamp_ns
+        if stamp == CAPTURED:
+            raise DriverError("kit", call, 907, "CAPTURED_EVENT", "recorded in a capture")
+        if stamp == UNLAUNCHED and not unlaunched:
+            raise DriverError("kit", call, 400, "INVALID_HANDLE", "recorded in a graph not run")
+
+    def stream_begin_capture(self, stream: KitStream) -> None:
+        target = self._stream(stream, "stream_begin_capture")
+        if target.capturing:
+            raise DriverError("kit", "stream_begin_capture", 401, "ILLEGAL_STATE", "capturing")
+        target.capturing = True
+        target.nodes = []
+
+    def stream_end_capture(self, stream: KitStream) -> KitGraph:
+        target = self._stream(stream, "stream_end_capture")
+        if not target.capturing:
+            raise DriverError("kit", "stream_end_capture", 401, "ILLEGAL_STATE", "not capturing")
+        target.capturing = False
+        graph, target.nodes = KitGraph(self, target.nodes), []
+        return graph
+
+    def graph_launch(self, graph: KitGraph, stream: KitStream) -> None:
+        nodes = self._graph(graph, "graph_launch").nodes
+        target = self._stream(stream, "graph_launch")
+        for event in nodes:
+            if target.capturing:
+                target.nodes.append(event)
+            else:
+                self._launch_node(event, target)
+
+    def _launch_node(self, event: KitEvent, stream: KitStream) -> None:
+        MinimalBackend.event_record(self, event, stream)
+
+    def graph_destroy(self, graph: KitGraph) -> None:
+        if not isinstance(graph, KitGraph) or graph.owner is not self:
+            raise EventStateError(f"kit: graph_destroy: {graph!r} is foreign; pass one of ours")
+        graph.closed = True
+
+    def _graph(self, graph: object, call: str) -> KitGraph:
+        if not isinstance(graph, KitGraph) or graph.owner is not self or graph.closed:
+            raise EventStateError(f"kit: {call}: {graph!r} is no open graph of ours; pass one")
+        return graph
+
+    def event_record_in_graph(self, event: KitEvent, stream: KitStream) -> None:
+        target = self._stream(stream, "event_record_in_graph")
+        ev = self._event(event, "event_record_in_graph", recorded=False)
+        if not target.capturing:
+            raise EventStateError("kit: event_record_in_graph: the stream is not capturing")
+        target.nodes.append(ev)
+        if ev.reached is None:  # never recorded: nothing to wait for, no stamp to read
+            ev.reached = threading.Event()
+            ev.reached.set()
+            ev.stamp_ns = UNLAUNCHED
 
     # The fast path (SupportsFastPath), written against the protocol rather than inherited from
     # driverkit: each fused call is the plain calls it stands for, which the kit checks.
@@ -413,6 +507,27 @@ class BrokenStaleStampBackend(ThreadBackend):
     def _stamp(self, event: KitEvent) -> None:
         if event.stamp_ns == 0:
             super()._stamp(event)
+
+
+@final
+class BrokenFirstLaunchOnlyBackend(ThreadBackend):
+    """Stamps an event recorded into a graph at the graph's first launch only."""
+
+    def _launch_node(self, event: KitEvent, stream: KitStream) -> None:
+        if event.stamp_ns == UNLAUNCHED:
+            super()._launch_node(event, stream)
+
+
+@final
+class BrokenPlainNodeBackend(ThreadBackend):
+    """Stamps a plain record in a capture at each launch, as if it were an external one."""
+
+    def event_record(self, event: KitEvent, stream: KitStream) -> None:
+        target = self._stream(stream, "event_record")
+        if target.capturing:
+            self.event_record_in_graph(event, stream)
+        else:
+            super().event_record(event, stream)
 
 
 def make_thread_backend() -> ThreadBackend:

@@ -176,6 +176,16 @@ def test_kit_checks_blocking_without_event_query(tmp_path: Path) -> None:
             "test_elapsed",
             "FAILED test_elapsed.py::test_elapsed_between_events_of_two_streams",
         ),
+        (
+            "BrokenFirstLaunchOnlyBackend",
+            "test_graphs",
+            "FAILED test_graphs.py::test_an_event_recorded_into_a_graph_is_stamped_at_each_launch",
+        ),
+        (
+            "BrokenPlainNodeBackend",
+            "test_graphs",
+            "FAILED test_graphs.py::test_a_plain_record_in_a_graph_is_never_stamped",
+        ),
     ],
 )
 def test_kit_fails_on_a_broken_backend(

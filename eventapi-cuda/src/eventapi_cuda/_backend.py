@@ -44,6 +44,7 @@ each launch stamps, ``CU_EVENT_RECORD_EXTERNAL``) in C: CUDA has both from 11.1 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import operator
@@ -51,7 +52,7 @@ import os
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, final
 
 from cuda.bindings import driver
@@ -255,11 +256,12 @@ def _graph_call(fn: Callable[..., Any], *args: object) -> Any:
             _native.lose(_call.lost.code)
 
 
-def _instantiate(backend: Any, template: Any) -> Any:
-    # In the object's own context, which the executable graph belongs to.
+@contextlib.contextmanager
+def _in_context(backend: Any) -> Iterator[None]:
+    # The object's own context, which its graphs belong to, on any thread.
     _graph_call(driver.cuCtxPushCurrent, backend._context)
     try:
-        return _graph_call(driver.cuGraphInstantiate, template, 0)
+        yield
     finally:
         _graph_call(driver.cuCtxPopCurrent)
 
@@ -271,10 +273,11 @@ _GRAPH_CALLS = GraphCalls(
         driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED,
     ),
     end=lambda raw: _graph_call(driver.cuStreamEndCapture, driver.CUstream(raw)),
-    instantiate=_instantiate,
+    instantiate=lambda graph: _graph_call(driver.cuGraphInstantiate, graph, 0),
     destroy_template=lambda graph: _graph_call(driver.cuGraphDestroy, graph),
     launch=lambda graph, raw: _graph_call(driver.cuGraphLaunch, graph, driver.CUstream(raw)),
     destroy=lambda graph: _graph_call(driver.cuGraphExecDestroy, graph),
+    on_device=_in_context,
     unusable=lambda: _forked_after_init or _call.lost is not None,
 )
 

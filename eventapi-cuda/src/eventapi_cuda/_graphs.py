@@ -18,6 +18,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn, final
 
 from eventapi import EventStateError
@@ -34,13 +35,15 @@ class GraphCalls(NamedTuple):
     """Begin a relaxed capture on the raw stream."""
     end: Callable[[int], Any]
     """End the capture of the raw stream; the template graph."""
-    instantiate: Callable[[Any, Any], Any]
-    """``(backend object, template)``: the executable graph, made on the object's device."""
+    instantiate: Callable[[Any], Any]
+    """The executable graph of a template (made in :attr:`on_device`)."""
     destroy_template: Callable[[Any], None]
     launch: Callable[[Any, int], None]
     """``(executable graph, raw stream)``: enqueue a launch."""
     destroy: Callable[[Any], None]
-    """Destroy an executable graph."""
+    """Destroy an executable graph (made in :attr:`on_device`)."""
+    on_device: Callable[[Any], AbstractContextManager[object]]
+    """``(backend object)``: its device current on the calling thread for the block."""
     unusable: Callable[[], bool]
     """True where the driver must not be called: a child forked after it was used, or after
     the device was lost (its graphs are freed with the process)."""
@@ -127,7 +130,8 @@ class GraphCapture:
         calls = self._GRAPH_CALLS
         template = calls.end(self._raw_stream(stream, "stream_end_capture"))
         try:
-            executable = calls.instantiate(self, template)
+            with calls.on_device(self):
+                executable = calls.instantiate(template)
         finally:
             try:
                 calls.destroy_template(template)  # the executable graph does not need it
@@ -153,8 +157,10 @@ class GraphCapture:
         own = self._own_graph(graph, "graph_destroy")
         with own._lock:
             executable, own._executable = own._executable, None
-        if executable is not None and not self._GRAPH_CALLS.unusable():
-            self._GRAPH_CALLS.destroy(executable)
+        calls = self._GRAPH_CALLS
+        if executable is not None and not calls.unusable():
+            with calls.on_device(self):
+                calls.destroy(executable)
 
     def _raw_stream(self, stream: object, call: str) -> int:
         try:

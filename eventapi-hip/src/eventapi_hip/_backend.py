@@ -59,6 +59,7 @@ hip-python facts this module relies on, checked against the binding's source
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import operator
@@ -66,7 +67,7 @@ import os
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, final
 
 from hip import hip
@@ -252,13 +253,14 @@ def _graph_call(fn: Callable[..., Any], *args: object) -> Any:
             _native.lose(_call.lost.code)
 
 
-def _instantiate(backend: Any, template: Any) -> Any:
-    # On the object's own device, which the executable graph belongs to.
+@contextlib.contextmanager
+def _on_device(backend: Any) -> Iterator[None]:
+    # The object's own device, which its graphs belong to, current on the thread, and back.
     current = _graph_call(hip.hipGetDevice)
     if current != backend.device:
         _graph_call(hip.hipSetDevice, backend.device)
     try:
-        return _graph_call(hip.hipGraphInstantiateWithFlags, template, 0)
+        yield
     finally:
         if current != backend.device:
             _graph_call(hip.hipSetDevice, current)
@@ -269,10 +271,11 @@ _GRAPH_CALLS = GraphCalls(
         hip.hipStreamBeginCapture, raw, hip.hipStreamCaptureMode.hipStreamCaptureModeRelaxed
     ),
     end=lambda raw: _graph_call(hip.hipStreamEndCapture, raw),
-    instantiate=_instantiate,
+    instantiate=lambda graph: _graph_call(hip.hipGraphInstantiateWithFlags, graph, 0),
     destroy_template=lambda graph: _graph_call(hip.hipGraphDestroy, graph),
     launch=lambda graph, raw: _graph_call(hip.hipGraphLaunch, graph, raw),
     destroy=lambda graph: _graph_call(hip.hipGraphExecDestroy, graph),
+    on_device=_on_device,
     unusable=lambda: _forked_after_use or _call.lost is not None,
 )
 

@@ -24,6 +24,8 @@ from .._protocol import (
     SupportsCaptureCheck,
     SupportsEventQuery,
     SupportsFastPath,
+    SupportsGraphRecord,
+    SupportsGraphs,
     SupportsHostFunc,
     capabilities_of,
 )
@@ -57,6 +59,8 @@ CAPABILITIES: Final[dict[str, type]] = {
     "SupportsCaptureCheck": SupportsCaptureCheck,
     "SupportsHostFunc": SupportsHostFunc,
     "SupportsFastPath": SupportsFastPath,
+    "SupportsGraphs": SupportsGraphs,
+    "SupportsGraphRecord": SupportsGraphRecord,
 }
 """The optional capabilities by name, in the order of :class:`eventapi._protocol.Capabilities`."""
 
@@ -294,7 +298,7 @@ class Kit:
     destroy), and anything a destroy raises is reported.
     """
 
-    __slots__ = ("_events", "_holds", "_streams", "_waiters", "api", "timeout")
+    __slots__ = ("_events", "_graphs", "_holds", "_streams", "_waiters", "api", "timeout")
 
     def __init__(self, api: Any, *, timeout: float) -> None:
         self.api: Any = api
@@ -303,6 +307,7 @@ class Kit:
         self._streams: list[tuple[Any, Any]] = []
         self._holds: list[Hold] = []
         self._waiters: list[Waiter] = []
+        self._graphs: list[Any] = []
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -413,23 +418,39 @@ class Kit:
 
     @contextlib.contextmanager
     def capturing(self, stream: Any) -> Iterator[None]:
-        """Run the block with ``stream`` capturing a graph, through the backend's own test aid.
+        """Run the block with ``stream`` capturing a graph, then discard the graph.
 
-        Starting a capture on a real device needs a kernel to capture; a backend may instead
-        offer ``begin_capture(stream)`` and ``end_capture(stream)`` (the host backend does).
-        Skips the test, saying so, when it has not.
+        With ``SupportsGraphs`` the capture is the backend's own (``stream_begin_capture``,
+        ``stream_end_capture``, ``graph_destroy``); else a backend may offer the test aids
+        ``begin_capture(stream)`` and ``end_capture(stream)`` (the host backend has both).
+        Skips the test, saying so, when it has neither.
         """
+        if self.has("SupportsGraphs"):
+            self.call(self.api.stream_begin_capture, stream)
+            try:
+                yield
+            finally:
+                self.call(self.api.graph_destroy, self.call(self.api.stream_end_capture, stream))
+            return
         begin = getattr(self.api, "begin_capture", None)
         end = getattr(self.api, "end_capture", None)
         if not (callable(begin) and callable(end)):
             pytest.skip(
-                f"the {self.api.BACKEND} backend has no begin_capture(stream) to start a capture"
+                f"the {self.api.BACKEND} backend has neither SupportsGraphs nor a "
+                "begin_capture(stream) to start a capture"
             )
         self.call(begin, stream)
         try:
             yield
         finally:
             self.call(end, stream)
+
+    def end_graph(self, stream: Any) -> Any:
+        """End the capture of ``stream`` (``SupportsGraphs``); its graph, destroyed after the
+        test."""
+        graph = self.call(self.api.stream_end_capture, stream)
+        self._graphs.append(graph)
+        return graph
 
     def assert_unreached(self, event: Any, hold: Hold) -> None:
         """Fail unless ``event``, recorded behind ``hold``, is not reached yet.
@@ -458,6 +479,9 @@ class Kit:
         for owner, stream in self._streams:
             # A stream the test destroyed already refuses the synchronize, as it must.
             self._quietly(problems, owner.stream_synchronize, stream, allow=(EventStateError,))
+        for graph in self._graphs:  # a second destroy of one the test destroyed is a no-op
+            self._quietly(problems, self.api.graph_destroy, graph)
+        self._graphs.clear()
         for owner, event in self._events:
             self._quietly(problems, owner.event_destroy, event)
         for owner, stream in self._streams:
