@@ -88,45 +88,24 @@ class _Loaded:
             self._generation = generation
         return self._cells
 
-    def get(self, key: _Key) -> Any:
-        """The object loaded for ``key``, or None; never waits."""
-        with self._lock:
-            cell = self._current().get(key)
-        return cell.obj if cell is not None else None
-
-    def load(self, spec: BackendSpec, plugin: Plugin, device: int | None, asked: _Key) -> Any:
-        """The object for (``spec.name``, ``device``), loaded once; filed under ``asked`` too."""
+    def load(self, spec: BackendSpec, plugin: Plugin, device: int | None) -> Any:
+        """The object for (``spec.name``, ``device``), loaded once."""
         key = (spec.name, device)
         while True:
             with self._lock:
                 cells = self._current()
                 cell = cells.get(key)
                 if cell is None:
-                    cells[key] = cell = _Cell()
-                    mine = True
-                elif cell.obj is not None:
-                    cells.setdefault(asked, cell)
+                    cell = cells[key] = _Cell()
+                    break
+                if cell.obj is not None:
                     return cell.obj
-                else:
-                    mine = False
-                    if cell.loader == threading.get_ident():
-                        raise BackendError(
-                            f"backend {_spelling(key)!r}: its load() selected "
-                            f"{_spelling(key)!r} again, which would wait for itself"
-                        )
-            if mine:
-                return self._fill(cell, key, asked, spec, plugin, device)
+                if cell.loader == threading.get_ident():
+                    raise BackendError(
+                        f"backend {_spelling(key)!r}: its load() selected "
+                        f"{_spelling(key)!r} again, which would wait for itself"
+                    )
             cell.done.wait()  # its loader fills it or gives it up; then look again
-
-    def _fill(
-        self,
-        cell: _Cell,
-        key: _Key,
-        asked: _Key,
-        spec: BackendSpec,
-        plugin: Plugin,
-        device: int | None,
-    ) -> Any:
         try:
             obj = _load(spec, plugin, device)
         except BaseException:
@@ -138,19 +117,16 @@ class _Loaded:
         with self._lock:
             cells = self._current()
             current = cells.get(key) is cell  # else discovery forgot while this one loaded
-            aliases = [asked]
             reported = getattr(obj, "device", None)
             if device is None and isinstance(reported, int) and not isinstance(reported, bool):
-                aliases.append((spec.name, reported))
                 same = cells.get((spec.name, reported))
                 if current and same is not None and same.obj is not None:
                     # A plugin without a default_device whose "NAME:N" came first: that object
                     # stays the one; this second one is dropped unused.
                     obj = same.obj
+                elif current:
+                    cells.setdefault((spec.name, reported), cell)
             cell.obj = obj
-            if current:
-                for alias in aliases:
-                    cells.setdefault(alias, cell)
         cell.done.set()
         return obj
 
@@ -213,14 +189,9 @@ def backend(name: str | None = None) -> EventApi[Any, Any]:
         over = passed_over(_discovery.backends(), chosen)
         if over:
             warnings.warn(_passed_over_message(chosen, over), RuntimeWarning, stacklevel=2)
-    asked = (chosen, device)
-    obj = _loaded.get(asked)
-    if obj is not None:
-        return obj  # type: ignore[no-any-return]
     spec, plugin = _usable(chosen, source)
-    if device is None:
-        device = spec.default_device
-    return _loaded.load(spec, plugin, device, asked)  # type: ignore[no-any-return]
+    device = spec.default_device if device is None else device
+    return _loaded.load(spec, plugin, device)  # type: ignore[no-any-return]
 
 
 def choose(name: str | None = None) -> tuple[str, int | None, str]:
@@ -310,9 +281,7 @@ def preview(name: str | None = None) -> tuple[str, int | None, str]:
     """
     chosen, device, source = choose(name)
     spec, _ = _usable(chosen, source)
-    if device is None:
-        device = spec.default_device
-    return chosen, device, source
+    return chosen, spec.default_device if device is None else device, source
 
 
 def _parse(text: str, subject: str) -> tuple[str, int | None]:
