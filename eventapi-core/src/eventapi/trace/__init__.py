@@ -318,11 +318,7 @@ def _gather_bytes(payload: bytes, group: Any, dst: int) -> list[bytes] | None:
     import torch
     import torch.distributed as dist
 
-    device = (
-        torch.device("cuda", torch.cuda.current_device())
-        if dist.get_backend(group) == "nccl"
-        else torch.device("cpu")
-    )
+    device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"  # "cuda": the current device
     world = dist.get_world_size(group)
     size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
     sizes = [torch.zeros_like(size) for _ in range(world)]

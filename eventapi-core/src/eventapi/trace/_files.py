@@ -57,18 +57,15 @@ def check_path(value: object, what: str) -> str:
     one holding a NUL character or one longer than a system call takes raises
     :class:`ValueError`.
     """
-    if isinstance(value, str):
-        path = value
-    elif isinstance(value, os.PathLike):
-        path = os.fspath(value)
-        if not isinstance(path, str):
-            raise TypeError(
-                f"{what} must be a str or a text os.PathLike; {type(value).__name__} gave "
-                f"{type(path).__name__}: pass os.fsdecode(path)"
-            )
-    else:
+    if not isinstance(value, str | os.PathLike):
         raise TypeError(
             f"{what} must be a str or os.PathLike (a pathlib.Path), not {type(value).__name__}"
+        )
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError(
+            f"{what} must be a str or a text os.PathLike; {type(value).__name__} gave "
+            f"{type(path).__name__}: pass os.fsdecode(path)"
         )
     if not path:
         raise ValueError(f"{what} is an empty string; pass a file name")

@@ -284,12 +284,9 @@ def _legend(names: list[str], palette: dict[str, tuple[str, str]]) -> str:
         f"{html.escape(name) or '<i>(no name)</i>'}</li>"
         for name in names[:_LEGEND]
     )
-    more = (
-        f"<li class='more'>and {len(names) - _LEGEND:,} more (see the table)</li>"
-        if len(names) > _LEGEND
-        else ""
-    )
-    return f"<ul id='legend' aria-label='Colours by name'>{entries}{more}</ul>" if entries else ""
+    if len(names) > _LEGEND:
+        entries += f"<li class='more'>and {len(names) - _LEGEND:,} more (see the table)</li>"
+    return f"<ul id='legend' aria-label='Colours by name'>{entries}</ul>" if entries else ""
 
 
 @final
@@ -409,13 +406,10 @@ function fmt(ns) {
 }
 function tickLabel(us, stepUs) {
   // The unit of the step, and as many decimals as the step needs.
-  const units = [["s", 1e6], ["ms", 1e3], ["\u00b5s", 1], ["ns", 1e-3]];
-  for (const [u, size] of units) {
-    if (stepUs >= size || u === "ns") {
-      const decimals = Math.max(0, Math.ceil(-Math.log10(stepUs / size) - 1e-9));
-      return (us / size).toFixed(Math.min(decimals, 6)) + " " + u;
-    }
-  }
+  const units = [["s", 1e6], ["ms", 1e3], ["\u00b5s", 1]];
+  const [u, size] = units.find(([, size]) => stepUs >= size) || ["ns", 1e-3];
+  const decimals = Math.max(0, Math.ceil(-Math.log10(stepUs / size) - 1e-9));
+  return (us / size).toFixed(Math.min(decimals, 6)) + " " + u;
 }
 function make(tag, className, text) {
   const el = document.createElement(tag);
@@ -425,8 +419,7 @@ function make(tag, className, text) {
 }
 function niceStep(rawUs) {
   const power = Math.pow(10, Math.floor(Math.log10(rawUs)));
-  for (const m of [1, 2, 5, 10]) if (m * power >= rawUs) return m * power;
-  return 10 * power;
+  return ([1, 2, 5].find((m) => m * power >= rawUs) || 10) * power;
 }
 function draw() {
   const data = JSON.parse(document.getElementById("trace-data").textContent);
@@ -580,9 +573,7 @@ function draw() {
     tip.style.top = Math.max(y, 0) + "px";
   });
   lanes.addEventListener("mouseout", (e) => {
-    if (!e.relatedTarget || !e.relatedTarget.closest || !e.relatedTarget.closest(".slice")) {
-      tip.hidden = true;
-    }
+    if (!e.relatedTarget?.closest?.(".slice")) tip.hidden = true;
   });
   layout();
   document.body.dataset.rendered = String(S.length);
