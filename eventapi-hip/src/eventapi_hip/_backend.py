@@ -287,35 +287,46 @@ _graph_records_lock = threading.Lock()
 
 def _why_graph_records_unstamped(backend: HipBackend) -> str:
     """Empty where the runtime stamps an event recorded into a graph with hipEventRecordExternal
-    at each launch; else why not. Tried on a graph of two such records, launched once."""
-    stream = backend.stream_create_non_blocking()
-    events = [backend.event_create(), backend.event_create()]
-    graph = None
+    at each launch; else why not. Tried on a graph of two such records, launched once; whatever
+    fails says no, and everything made is released."""
+    made: list[tuple[Callable[[Any], object], Any]] = []  # (destroy, handle), oldest first
     try:
+        stream = backend.stream_create_non_blocking()
+        made.append((backend.stream_destroy, stream))
+        events = [backend.event_create(), backend.event_create()]
+        made += [(backend.event_destroy, event) for event in events]
         backend.stream_begin_capture(stream)
         try:
             for event in events:
                 backend.event_record_in_graph(event, stream)
         finally:
             graph = backend.stream_end_capture(stream)
+            made.append((backend.graph_destroy, graph))
         backend.graph_launch(graph, stream)
         backend.stream_synchronize(stream)
         backend.event_elapsed(*events)
-    except Exception as exc:  # whatever failed, the capability is not there
-        version = _graph_call(hip.hipRuntimeGetVersion)
+    except Exception as exc:
         return (
-            f"hip: windows inside captured graphs (SupportsGraphRecord) are not offered: this "
-            f"HIP runtime ({version // 10_000_000}.{version // 100_000 % 100}) left an event "
-            "recorded into a graph with hipEventRecordExternal unstamped when the graph ran "
-            f"({exc}); ROCm 7 and later stamp it (ROCm/rocm-systems#2380)"
+            "hip: windows inside captured graphs (SupportsGraphRecord) are not offered: this "
+            f"HIP runtime ({_runtime_version()}) left an event recorded into a graph with "
+            f"hipEventRecordExternal unstamped when the graph ran ({exc}); ROCm 7 and later "
+            "stamp it (ROCm/rocm-systems#2380)"
         )
     finally:
-        if graph is not None:
-            backend.graph_destroy(graph)
-        for event in events:
-            backend.event_destroy(event)
-        backend.stream_destroy(stream)
+        for destroy, handle in reversed(made):
+            try:
+                destroy(handle)
+            except Exception:  # nothing to do about it here, and the backend still works
+                _log.debug("hip: releasing the graph records' trial failed", exc_info=True)
     return ""
+
+
+def _runtime_version() -> str:
+    try:
+        version = int(_call(hip.hipRuntimeGetVersion))
+    except Exception:
+        return "version unknown"
+    return f"{version // 10_000_000}.{version // 100_000 % 100}"
 
 
 @final
