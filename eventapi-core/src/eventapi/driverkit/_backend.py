@@ -16,7 +16,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, Self, TypeVar, cast, final
 
 from .._arguments import bounded_repr
 from .._errors import CaptureError, DriverError, EventStateError
@@ -325,7 +325,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
         """
         if len(starts) != len(ends):
             raise ValueError(f"event_elapsed_many: {len(starts)} starts but {len(ends)} ends")
-        events = [self._recorded(event, "event_elapsed_many") for event in (*starts, *ends)]
+        events = (*starts, *ends)
+        for event in events:
+            # What _recorded accepts, tested inline: a collect passes hundreds of events.
+            if type(event) is not Event or event._owner is not self or not event._recorded:
+                self._recorded(event, "event_elapsed_many")  # refuses it, saying why
         with self._holding("event_elapsed_many", *events):
             raws = [event._raw for event in events]
             readings = self._raw_event_elapsed_ns_many(raws[: len(starts)], raws[len(starts) :])
@@ -499,13 +503,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
     # one out destroys it. The lock guards this bookkeeping only, never a driver call (but the
     # two non-blocking ones made per window and per spin of a fence's wait).
 
-    @contextmanager
-    def _holding(self, call: str, *handles: _Handle) -> Iterator[None]:
+    def _holding(self, call: str, *handles: _Handle) -> _Holding:
+        # ``with self._holding(call, a, b):`` a and b are in use for the block (see _enter).
         self._enter(call, *handles)
-        try:
-            yield
-        finally:
-            self._leave(*handles)
+        return _Holding(self, handles)
 
     def _enter(self, call: str, *handles: _Handle) -> None:
         self._ensure_thread(call)
@@ -517,16 +518,17 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 handle._users += 1
 
     def _leave(self, *handles: _Handle) -> None:
-        for handle in handles:
-            with self._lock:
+        deferred = []
+        with self._lock:
+            for handle in handles:
                 handle._users -= 1
                 # A destroy asked for meanwhile, by another thread that returned already: the
                 # last one out makes it, claimed in this section so that no other leaver does.
-                deferred = handle._closed and handle._users == 0
-                if deferred:
+                if handle._closed and handle._users == 0:
                     self._count_gone(handle)
-            if deferred:
-                self._release_logged(handle, "deferred while a call used it")
+                    deferred.append(handle)
+        for handle in deferred:
+            self._release_logged(handle, "deferred while a call used it")
 
     def _refuse_closed(self, handle: _Handle, call: str) -> NoReturn:
         raise EventStateError(
@@ -744,3 +746,23 @@ if TYPE_CHECKING:
         _query: SupportsEventQuery[Event[object]] = full
         _capture: SupportsCaptureCheck[Stream[object]] = full
         _host_func: SupportsHostFunc[Stream[object]] = full
+
+
+@final
+class _Holding:
+    """Handles in use for a ``with`` block: :meth:`DriverBackend._leave` them as it ends.
+
+    A class, not a generator context manager: every call a backend makes goes through one.
+    """
+
+    __slots__ = ("_backend", "_handles")
+
+    def __init__(self, backend: DriverBackend[Any, Any], handles: tuple[_Handle, ...]) -> None:
+        self._backend = backend
+        self._handles = handles
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._backend._leave(*self._handles)
