@@ -1,8 +1,8 @@
 """How ``eventapi check`` reports: a table or JSON of the checks, and the spans as a trace.
 
-:func:`report` prints what :func:`~eventapi._cli._check.check_backend` returned and decides
-the exit status; :func:`write_trace` writes the spans the checks read as a Chrome trace.
-Running the checks is :mod:`eventapi._cli._check`'s; choosing the backends is the command's.
+:func:`report` prints what :func:`~eventapi._cli._check.check_backend` returned, writes the
+spans the checks read as a Chrome trace when asked, and decides the exit status. Running the
+checks is :mod:`eventapi._cli._check`'s; choosing the backends is the command's.
 """
 
 from __future__ import annotations
@@ -15,20 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     from ._check import BackendReport, CheckResult
 
-__all__ = ["report", "write_trace"]
-
-
-def write_trace(reports: Sequence[BackendReport], path: str) -> None:
-    """Write every report's spans to ``path`` as Chrome trace-event JSON, whole or not at all.
-
-    The trace :func:`eventapi.trace.export_chrome_trace` writes of the checks' profilers: this
-    process's track, one track per backend, device and stream label, each span a complete
-    (``"X"``) event on the host clock, so it opens in ``chrome://tracing`` and Perfetto and
-    merges with other traces (``eventapi trace merge``).
-    """
-    from ..trace import export_chrome_trace
-
-    export_chrome_trace(path, *(profiler for rep in reports for profiler in rep.profilers))
+__all__ = ["report"]
 
 
 def report(
@@ -40,7 +27,11 @@ def report(
 ) -> int:
     """Print ``reports`` as a table (or JSON), write the trace if asked; return the exit status.
 
-    The status is 1 when any check failed or the trace could not be written, else 0.
+    The trace is what :func:`eventapi.trace.export_chrome_trace` writes of the checks'
+    profilers, whole or not at all: this process's track, one track per backend, device and
+    stream label, so it opens in ``chrome://tracing`` and Perfetto and merges with other traces
+    (``eventapi trace merge``). The status is 1 when any check failed or the trace could not
+    be written, else 0.
     """
     rows = [r for rep in reports for r in rep.results]
     if as_json:
@@ -63,8 +54,10 @@ def report(
         out.write(_table(rows))
     status = 1 if any(rep.failed for rep in reports) or not reports else 0
     if trace is not None:
+        from ..trace import export_chrome_trace
+
         try:
-            write_trace(reports, trace)
+            export_chrome_trace(trace, *(profiler for rep in reports for profiler in rep.profilers))
         except OSError as exc:
             print(f"eventapi check: cannot write the trace to {trace}: {exc}", file=sys.stderr)
             status = 1

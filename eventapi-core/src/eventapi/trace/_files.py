@@ -26,8 +26,6 @@ from .._arguments import bounded_repr
 
 __all__ = ["Written", "check_path", "check_paths", "naming", "refuse_overlap", "replacing"]
 
-PathLike = str | os.PathLike[str]
-
 _PATH_MAX: Final = 4096
 """Linux's limit on a path given to a system call, its terminating NUL included: a longer one
 is refused by the kernel anyway, and would make the message that names it as long."""

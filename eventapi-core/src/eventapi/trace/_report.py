@@ -357,7 +357,6 @@ def render(document: dict[str, Any], title: str) -> tuple[str, list[_Slice], tup
             [index[(s.pid, s.tid)], name_index[s.name], s.ts, s.dur, s.depth, s.bound_ns, s.args]
             for s in sorted(drawn, key=lambda s: s.ts)
         ],
-        "total": len(slices),
     }
     notes = _notes(len(slices), left_out)
     process_count = len({pid for pid, _ in keys} | set(processes)) or 1
@@ -380,11 +379,9 @@ def render(document: dict[str, Any], title: str) -> tuple[str, list[_Slice], tup
 def write_report_file(path: object, out: object = None) -> Reported:
     """:func:`eventapi.trace.write_report`, returning what it wrote and what it left out."""
     source = check_path(path, "path")
-    if out is None:
-        stem, extension = os.path.splitext(source)
-        target = (stem if extension.lower() == ".json" else source) + ".html"
-    else:
-        target = check_path(out, "out")
+    stem, extension = os.path.splitext(source)
+    beside = (stem if extension.lower() == ".json" else source) + ".html"
+    target = beside if out is None else check_path(out, "out")
     refuse_overlap([source], target)
     page, slices, notes = render(read_trace(source, lenient=True), os.path.basename(source))
     with replacing(target) as file:
