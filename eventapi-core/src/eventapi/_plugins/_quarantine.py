@@ -55,7 +55,6 @@ import contextlib
 import errno
 import functools
 import os
-import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -82,8 +81,6 @@ _MAGIC: Final = "eventapi-probe 3"
 _RECORD: Final = "eventapi-record 3"
 _MAX_BYTES: Final = 1 << 20  # a journal or a record is one line
 _STALE_TEMP_S: Final = 60.0  # a temporary file lives microseconds; older ones were abandoned
-_FLAGS_READ: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_FLAGS_CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _PROBE: Final = "probe"  # what a plugin runs: its import, hook and probe; else "load[:DEVICE]"
 _VARIABLE: Final = "EVENTAPI_DISABLE_PLUGINS"
 
@@ -191,21 +188,10 @@ def _alive(pid: str, start: str) -> bool:
 # -- safe files -------------------------------------------------------------------------------
 
 
-def _read(dir_fd: int, name: str) -> str:
-    """The text of regular file ``name``; "" when it is gone or not one (a link, too big)."""
-    try:
-        fd = os.open(name, _FLAGS_READ, dir_fd=dir_fd)
-    except OSError:
-        return ""  # gone, or ELOOP: a symbolic link, never followed
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISREG(info.st_mode) and info.st_size <= _MAX_BYTES:
-            return os.read(fd, _MAX_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return ""
+def _open_at(name: str, flags: int, dir_fd: int) -> int:
+    # open()'s opener for the records: never through a link, a new file private to the user, and
+    # no wait on a FIFO planted there.
+    return os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600, dir_fd=dir_fd)
 
 
 def _discard(dir_fd: int, name: str) -> None:
@@ -222,12 +208,10 @@ def _put(dir_fd: int, name: str, *fields: object) -> None:
     # Fields never hold a tab or a line break, so the line always parses back.
     line = "\t".join(" ".join(str(field).split()) for field in fields) + "\n"
     temp = f"{_TEMP}{os.getpid()}-{os.urandom(4).hex()}"
+    opener = functools.partial(_open_at, dir_fd=dir_fd)
     try:
-        fd = os.open(temp, _FLAGS_CREATE, 0o600, dir_fd=dir_fd)
-        try:
-            os.write(fd, line.encode("utf-8"))
-        finally:
-            os.close(fd)
+        with open(temp, "x", encoding="utf-8", opener=opener) as file:
+            file.write(line)
         os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except OSError:
         logger().debug("cannot write probe record %s", name, exc_info=True)
@@ -235,9 +219,15 @@ def _put(dir_fd: int, name: str, *fields: object) -> None:
 
 
 def _fields(dir_fd: int, name: str, magic: str, count: int) -> list[str] | None:
-    """The ``count`` fields after ``magic`` of file ``name``; None if it is not such a line."""
-    magic_read, *fields = _read(dir_fd, name).removesuffix("\n").split("\t")
-    return fields if magic_read == magic and len(fields) == count else None
+    """The ``count`` fields after ``magic`` in file ``name``; None when it holds no such line,
+    is gone, or is a link (never followed)."""
+    opener = functools.partial(_open_at, dir_fd=dir_fd)
+    try:
+        with open(name, encoding="utf-8", errors="replace", opener=opener) as file:
+            first, *fields = file.read(_MAX_BYTES).removesuffix("\n").split("\t")
+    except OSError:
+        return None
+    return fields if first == magic and len(fields) == count else None
 
 
 # -- records: one plugin's quarantine, or its deaths in a row ---------------------------------
@@ -274,7 +264,10 @@ def _sweep(dir_fd: int, files: list[str]) -> None:
     me = _me()
     for file in files:
         if file.startswith(_TEMP):
-            _drop_if_abandoned(dir_fd, file)
+            with contextlib.suppress(OSError):  # gone meanwhile
+                age = time.time() - os.stat(file, dir_fd=dir_fd, follow_symlinks=False).st_mtime
+                if age > _STALE_TEMP_S:
+                    _discard(dir_fd, file)  # abandoned by a process that died writing it
             continue
         if not file.endswith(_JOURNAL):
             continue
@@ -294,15 +287,6 @@ def _sweep(dir_fd: int, files: list[str]) -> None:
         before = _current(dir_fd, ended, distribution, version)
         deaths = (before.deaths if before is not None else 0) + 1
         _put(dir_fd, ended, _RECORD, distribution, version, 0, theirs.pid, deaths, False, what)
-        _discard(dir_fd, file)
-
-
-def _drop_if_abandoned(dir_fd: int, file: str) -> None:
-    try:
-        info = os.stat(file, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError:
-        return
-    if time.time() - info.st_mtime > _STALE_TEMP_S:
         _discard(dir_fd, file)
 
 
