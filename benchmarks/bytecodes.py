@@ -98,7 +98,7 @@ def measure(backend: str) -> dict[str, float]:
     figures["window"], figures["window_frames"] = window_ops, window_frames - 1
     prof.collect()
     windows()
-    collect_ops, collect_frames = count(collect)
+    collect_ops, _ = count(collect)
     figures["collect"] = collect_ops / BATCH
     figures["window in all"] = figures["window"] + figures["collect"]
     fence_ops, fence_frames = count(fence_closed)
