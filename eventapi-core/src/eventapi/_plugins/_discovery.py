@@ -38,8 +38,8 @@ cells); it is never held while plugin code runs or entry points are read.
 The variables ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD``, ``EVENTAPI_DISABLE_PLUGINS`` and
 ``EVENTAPI_PLUGIN_TIMEOUT`` are read when discovery first runs in the process, and again after
 :func:`refresh`. Selection (:mod:`eventapi._plugins._selection`) asks for one name through
-:func:`entry` or for every row through :func:`backends`, and compares :func:`generation` to know
-when what it cached was built from a discovery since forgotten.
+:func:`entry` or for every row through :func:`backends`, and keeps the objects it loads in the
+name's entry, so that they go when discovery forgets the entry.
 """
 
 from __future__ import annotations
@@ -76,7 +76,6 @@ __all__ = [
     "autoload",
     "backends",
     "entry",
-    "generation",
     "refresh",
     "register",
     "unregister",
@@ -331,7 +330,7 @@ def _read() -> _Scan:
 _lock = threading.Lock()
 _code: dict[str, Plugin] = {}
 _scan: _Scan | None = None
-_generation = 0  # the scans forgotten, for selection to compare
+_generation = 0  # the scans forgotten: a scan read before a refresh is not kept after it
 
 
 def _current_scan() -> _Scan:
@@ -421,11 +420,6 @@ def autoload() -> bool:
     return _current_scan().autoload
 
 
-def generation() -> int:
-    """A number that changes whenever discovery forgets what it learnt (:func:`refresh`)."""
-    return _generation
-
-
 def register(spec: BackendSpec) -> None:
     """Register ``spec``, checked already (:func:`~eventapi._plugins._plugin.check_spec`), in code.
 
@@ -456,7 +450,7 @@ def unregister(name: str) -> bool:
 
 def _forget(name: str) -> None:
     # With the lock held. Only this name's claims changed: every other cell stays (its plugin
-    # is not run again, selection keeps its objects).
+    # is not run again, selection keeps the objects loaded from its entry).
     if _scan is not None:
         _scan.cells.pop(name, None)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Final, NamedTuple, final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
 
 import pluggy
 
@@ -91,11 +91,16 @@ class Plugin(NamedTuple):
 
 
 class Entry(NamedTuple):
-    """What discovery knows about one backend name: its rows, and the spec when it is sound."""
+    """What discovery knows about one backend name: its rows, and the spec when it is sound.
+
+    ``loaded`` is selection's, for a sound spec: the objects loaded from it, per device. They
+    are dropped with the entry, when discovery forgets it (a rescan, a registration of the name).
+    """
 
     rows: tuple[BackendInfo, ...]
     spec: BackendSpec | None
     plugin: Plugin | None
+    loaded: dict[int | None, Any] | None = None
 
 
 Advance = Callable[[str, "BackendSpec | None"], None]
@@ -159,7 +164,7 @@ def resolve(plugin: Plugin, advance: Advance) -> Entry:
         )
         return Entry((broken(plugin, str(exc), spec=spec),), None, plugin)
     status = "ok" if reason is None else f"unavailable: {reason}"
-    return Entry((row(plugin, status, reason or "", spec=spec),), spec, plugin)
+    return Entry((row(plugin, status, reason or "", spec=spec),), spec, plugin, {})
 
 
 def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:

@@ -10,7 +10,7 @@ row and its loaded objects.
 
 from __future__ import annotations
 
-from . import _discovery, _selection
+from . import _discovery
 from ._plugin import check_spec
 from ._spec import BackendSpec
 
@@ -42,7 +42,6 @@ def register_backend(spec: BackendSpec) -> None:
         )
     check_spec(spec)
     _discovery.register(spec)
-    _selection.forget(spec.name)
 
 
 def unregister_backend(name: str) -> bool:
@@ -52,7 +51,4 @@ def unregister_backend(name: str) -> bool:
     ``name`` raise :class:`~eventapi.BackendNotFoundError` (unless an installed distribution
     provides it). Thread-safe.
     """
-    found = _discovery.unregister(name)
-    if found:
-        _selection.forget(name)
-    return found
+    return _discovery.unregister(name)

@@ -9,14 +9,15 @@ unusable here); it never falls back to another backend.
 Discovery (:mod:`eventapi._plugins._discovery`) says what exists; this module asks it for one name
 (``entry``) or for every row (``backends``) and never imports a plugin itself.
 
-One object per device: the loaded objects are kept per (name, device), and every spelling of one
-device is one key. ``"NAME"`` is loaded as ``"NAME:<default_device>"`` when the plugin declares
-its default device; otherwise ``load(None)``'s object is filed under the device it reports
-(its ``device`` attribute) as well. The cache is this module's own; it is dropped when
-:func:`~eventapi._plugins._discovery.generation` says discovery forgot what it learnt, and in the
-child after ``fork()`` (objects are per process: the backends refuse a parent's handles there).
+One object per device: the loaded objects are kept per device in the name's discovery entry
+(``Entry.loaded``), and every spelling of one device is one key. ``"NAME"`` is loaded as
+``"NAME:<default_device>"`` when the plugin declares its default device; otherwise
+``load(None)``'s object is filed under the device it reports (its ``device`` attribute) as
+well. They go with the entry, when discovery forgets it (a rescan, a registration of the name);
+a child after ``fork()`` does not use its parent's (objects are per process: the backends
+refuse a parent's handles there).
 
-Locking: ``_Loaded._lock`` guards the dictionary only. Each (name, device) has a once-cell: the
+Locking: ``_lock`` guards the cells only. Each (name, device) has a once-cell: the
 first caller loads on its own thread with no lock held, later callers of *that pair* wait for it,
 and callers of any other pair, or of a pair already loaded, do not wait at all. A ``load`` may
 select another backend (a backend composed over ``host``); one that selects its own pair gets
@@ -42,7 +43,7 @@ from ._spec import ENTRY_POINT_GROUP, NAME_PATTERN, RESERVED_NAMES, BackendInfo,
 if TYPE_CHECKING:
     from .._protocol import EventApi
 
-__all__ = ["ENV_BACKEND", "backend", "choose", "forget", "passed_over", "preview"]
+__all__ = ["ENV_BACKEND", "backend", "choose", "passed_over", "preview"]
 
 ENV_BACKEND: Final = "EVENTAPI_BACKEND"
 
@@ -53,97 +54,70 @@ _PROTOCOL_MEMBERS: Final = ("BACKEND", *PROTOCOL_METHODS)
 _NAME_RE: Final = re.compile(rf"(?P<name>{NAME_PATTERN})(?::(?P<device>[0-9]+))?")
 _FORM: Final = "NAME or NAME:DEVICE, for example 'cuda' or 'cuda:1'"
 
-_Key = tuple[str, int | None]
-
 
 @final
 class _Cell:
-    """One (name, device)'s object: loaded once by ``loader``, waited for by the others."""
+    """One device's object: loaded once by ``loader`` of process ``pid``, waited for by others."""
 
-    __slots__ = ("done", "loader", "obj")
+    __slots__ = ("done", "loader", "obj", "pid")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.loader = threading.get_ident()
+        self.pid = os.getpid()
         self.obj: Any = None
 
 
-@final
-class _Loaded:
-    """The loaded backend objects of this process, per (name, device)."""
-
-    __slots__ = ("_cells", "_generation", "_lock")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cells: dict[_Key, _Cell] = {}
-        self._generation = _discovery.generation()
-
-    def _current(self) -> dict[_Key, _Cell]:
-        # Called with the lock held: objects built from a discovery since forgotten are dropped
-        # (not closed; whoever holds one keeps it).
-        generation = _discovery.generation()
-        if generation != self._generation:
-            self._cells = {}
-            self._generation = generation
-        return self._cells
-
-    def load(self, spec: BackendSpec, plugin: Plugin, device: int | None) -> Any:
-        """The object for (``spec.name``, ``device``), loaded once."""
-        key = (spec.name, device)
-        while True:
-            with self._lock:
-                cells = self._current()
-                cell = cells.get(key)
-                if cell is None:
-                    cell = cells[key] = _Cell()
-                    break
-                if cell.obj is not None:
-                    return cell.obj
-                if cell.loader == threading.get_ident():
-                    raise BackendError(
-                        f"backend {_spelling(key)!r}: its load() selected "
-                        f"{_spelling(key)!r} again, which would wait for itself"
-                    )
-            cell.done.wait()  # its loader fills it or gives it up; then look again
-        try:
-            obj = _load(spec, plugin, device)
-        except BaseException:
-            with self._lock:
-                if self._cells.get(key) is cell:
-                    del self._cells[key]
-            cell.done.set()  # waiters try the load themselves, and see its error as their own
-            raise
-        with self._lock:
-            cells = self._current()
-            current = cells.get(key) is cell  # else discovery forgot while this one loaded
-            reported = getattr(obj, "device", None)
-            if device is None and isinstance(reported, int) and not isinstance(reported, bool):
-                same = cells.get((spec.name, reported))
-                if current and same is not None and same.obj is not None:
-                    # A plugin without a default_device whose "NAME:N" came first: that object
-                    # stays the one; this second one is dropped unused.
-                    obj = same.obj
-                elif current:
-                    cells.setdefault((spec.name, reported), cell)
-            cell.obj = obj
-        cell.done.set()
-        return obj
-
-    def forget(self, name: str) -> None:
-        """Drop the objects of backend ``name`` (not closed; whoever holds one keeps it)."""
-        with self._lock:
-            cells = self._current()
-            for key in [key for key in cells if key[0] == name]:
-                del cells[key]
-
-    def after_fork(self) -> None:
-        self._lock = threading.Lock()
-        self._cells = {}
+_lock = threading.Lock()  # guards every entry's cells; never held while a backend loads
 
 
-_loaded: Final = _Loaded()
-os.register_at_fork(after_in_child=_loaded.after_fork)
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _load_once(
+    spec: BackendSpec, plugin: Plugin, cells: dict[int | None, Any], device: int | None
+) -> Any:
+    """The object for ``device``, loaded once in this process and kept in ``cells``, the entry's."""
+    while True:
+        with _lock:
+            cell = cells.get(device)
+            if cell is None or cell.pid != os.getpid():  # none yet, or the parent's (a fork)
+                mine = cells[device] = _Cell()
+                break
+            if cell.obj is not None:
+                return cell.obj
+            if cell.loader == threading.get_ident():
+                raise BackendError(
+                    f"backend {_spelling(spec.name, device)!r}: its load() selected "
+                    f"{_spelling(spec.name, device)!r} again, which would wait for itself"
+                )
+        cell.done.wait()  # its loader fills it or gives it up; then look again
+    try:
+        obj = _load(spec, plugin, device)
+    except BaseException:
+        with _lock:
+            if cells.get(device) is mine:
+                del cells[device]
+        mine.done.set()  # waiters try the load themselves, and see its error as their own
+        raise
+    reported = getattr(obj, "device", None)
+    with _lock:
+        if device is None and isinstance(reported, int) and not isinstance(reported, bool):
+            same = cells.get(reported)
+            if same is None or same.pid != mine.pid:
+                cells[reported] = mine
+            elif same.obj is not None:
+                # A plugin without a default_device whose "NAME:N" came first: that object
+                # stays the one; this second one is dropped unused.
+                obj = same.obj
+        mine.obj = obj
+    mine.done.set()
+    return obj
 
 
 def backend(name: str | None = None) -> EventApi[Any, Any]:
@@ -189,9 +163,9 @@ def backend(name: str | None = None) -> EventApi[Any, Any]:
         over = passed_over(_discovery.backends(), chosen)
         if over:
             warnings.warn(_passed_over_message(chosen, over), RuntimeWarning, stacklevel=2)
-    spec, plugin = _usable(chosen, source)
+    spec, plugin, cells = _usable(chosen, source)
     device = spec.default_device if device is None else device
-    return _loaded.load(spec, plugin, device)  # type: ignore[no-any-return]
+    return _load_once(spec, plugin, cells, device)  # type: ignore[no-any-return]
 
 
 def choose(name: str | None = None) -> tuple[str, int | None, str]:
@@ -267,11 +241,6 @@ def _passed_over_message(chosen: str, over: Sequence[BackendInfo]) -> str:
     )
 
 
-def forget(name: str) -> None:
-    """Drop the cached objects of backend ``name``, as when its registration changes."""
-    _loaded.forget(name)
-
-
 def preview(name: str | None = None) -> tuple[str, int | None, str]:
     """What :func:`backend` would do, short of loading: its choice, or the error it would raise.
 
@@ -280,7 +249,7 @@ def preview(name: str | None = None) -> tuple[str, int | None, str]:
     is the one failure it cannot foresee.
     """
     chosen, device, source = choose(name)
-    spec, _ = _usable(chosen, source)
+    spec, _, _ = _usable(chosen, source)
     return chosen, spec.default_device if device is None else device, source
 
 
@@ -292,15 +261,14 @@ def _parse(text: str, subject: str) -> tuple[str, int | None]:
     return match.group("name"), int(device) if device is not None else None
 
 
-def _spelling(key: _Key) -> str:
-    name, device = key
+def _spelling(name: str, device: int | None) -> str:
     return name if device is None else f"{name}:{device}"
 
 
 # -- why a chosen name cannot be used ---------------------------------------------------------
 
 
-def _usable(name: str, source: str) -> tuple[BackendSpec, Plugin]:
+def _usable(name: str, source: str) -> tuple[BackendSpec, Plugin, dict[int | None, Any]]:
     subject = f"backend {name!r}" + (f" (from {ENV_BACKEND})" if source == ENV_BACKEND else "")
     entry = _discovery.entry(name)
     if entry is None:
@@ -313,13 +281,13 @@ def _usable(name: str, source: str) -> tuple[BackendSpec, Plugin]:
             f"{os.environ.get(ENV_DISABLE_PLUGINS, '')!r}; remove {name!r} from that "
             "variable to use it"
         )
-    if entry.spec is None or entry.plugin is None:
+    if entry.spec is None or entry.plugin is None or entry.loaded is None:
         raise BackendError(f"{subject} ({where}) is broken: {row.reason}")
     if not row.usable:
         raise BackendUnavailableError(
             f"{subject} ({where}) cannot be used here: {row.reason}. {_usable_elsewhere(name)}"
         )
-    return entry.spec, entry.plugin
+    return entry.spec, entry.plugin, entry.loaded
 
 
 def _usable_elsewhere(name: str) -> str:
@@ -371,7 +339,7 @@ def _did_you_mean(name: str, rows: Sequence[BackendInfo], source: str) -> str:
 
 
 def _load(spec: BackendSpec, plugin: Plugin, device: int | None) -> Any:
-    what = _spelling((spec.name, device))
+    what = _spelling(spec.name, device)
     # Imported here, as in discovery. The guard: should an installed plugin's load end the
     # process, the next process finds out, and does not load it again if it crashes.
     from . import _quarantine
