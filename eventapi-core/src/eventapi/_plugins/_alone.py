@@ -75,10 +75,7 @@ def run(plugin: Plugin, device: str | None, timeout: float) -> Outcome:
     args: dict[str, object] = {
         # The import system skips entries that are not str; so does json.
         "path": [root, *(entry for entry in sys.path if isinstance(entry, str))],
-        "name": plugin.name,
-        "distribution": plugin.distribution,
-        "version": plugin.version,
-        "target": plugin.target,
+        "plugin": plugin[:4],  # name, distribution, version, target
         "device": device,
     }
     status: int | None = None  # killed when the time ran out
@@ -109,16 +106,15 @@ def _outcome(status: int | None, text: str, timeout: float) -> Outcome:
         kind, _, value = line.partition("\t")
         said[kind] = value
     stage = said.get("stage", "")
-    failed = said.get("failed", "")
     priority = said.get("priority", "")
     declared = int(priority) if priority.lstrip("-").isdigit() else 0
     if status is None:
         return Outcome("unknown", f"it did not end within {timeout:g} s", stage, declared)
     if "returned" in said and status == 0:
         return Outcome("returned", "", stage, declared)
-    if failed or not stage:
-        why = failed or f"that process ended ({_status(status)}) before the plugin ran"
-        return Outcome("unknown", why, stage, declared)
+    if not stage:  # eventapi's own failure there, which its traceback on stderr explains
+        how = f"that process ended ({_status(status)}) before the plugin ran"
+        return Outcome("unknown", how, stage, declared)
     if status < 0 and -status in _CRASHES:
         where = _where(dump) if found else signal.Signals(-status).name
         return Outcome("crashed", f"a crash in native code ({where})", stage, declared)
@@ -169,16 +165,11 @@ def main(args: dict[str, Any]) -> NoReturn:
             say("priority", spec.priority)
         say("stage", stage)
 
-    try:
-        faulthandler.enable(file=fd, all_threads=True)
-        threading.Thread(target=_exit_with_parent, daemon=True).start()
-        name, target = args["name"], args["target"]
-        load = EntryPoint(name, target, ENTRY_POINT_GROUP).load
-        plugin = Plugin(name, args["distribution"], args["version"], target, load)
-    except BaseException as exc:  # eventapi's own failure: the plugin did not run
-        say("failed", f"the separate process failed: {describe(exc)}")
-        os._exit(1)
-    entry = resolve(plugin, advance)  # reports the plugin's own errors in the entry
+    faulthandler.enable(file=fd, all_threads=True)
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
+    name, distribution, version, target = args["plugin"]
+    load = EntryPoint(name, target, ENTRY_POINT_GROUP).load
+    entry = resolve(Plugin(name, distribution, version, target, load), advance)  # never raises
     device = args["device"]
     if device is not None and entry.spec is not None:
         index = int(device) if device else None
