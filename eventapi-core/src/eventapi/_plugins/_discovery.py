@@ -121,11 +121,10 @@ def _blocked_names() -> frozenset[str]:
     if odd:
         logger().warning(
             "%s=%r: %s not a backend name, so it blocks nothing; separate names with commas "
-            "and give no device (%s)",
+            "and give no device (for example EVENTAPI_DISABLE_PLUGINS=cuda,hip)",
             ENV_DISABLE_PLUGINS,
             raw,
             ", ".join(repr(name) for name in odd),
-            "for example EVENTAPI_DISABLE_PLUGINS=cuda,hip",
         )
     return names
 
@@ -136,24 +135,15 @@ def _budget() -> float:
         value = float(raw or DEFAULT_PLUGIN_TIMEOUT)
     except ValueError:
         value = float("nan")
-    if not 0 < value < float("inf"):
-        logger().warning(
-            "%s=%r is not a positive number of seconds; using %g",
-            ENV_PLUGIN_TIMEOUT,
-            raw,
-            DEFAULT_PLUGIN_TIMEOUT,
-        )
-        return DEFAULT_PLUGIN_TIMEOUT
-    if value > threading.TIMEOUT_MAX:
+    if 0 < value <= threading.TIMEOUT_MAX:
+        return value
+    if 0 < value < float("inf"):
         # A wait for longer than the platform's thread timeouts allow raises OverflowError.
-        logger().warning(
-            "%s=%r is more seconds than a thread can wait; using %g",
-            ENV_PLUGIN_TIMEOUT,
-            raw,
-            threading.TIMEOUT_MAX,
-        )
-        return threading.TIMEOUT_MAX
-    return value
+        why, used = "more seconds than a thread can wait", threading.TIMEOUT_MAX
+    else:
+        why, used = "not a positive number of seconds", DEFAULT_PLUGIN_TIMEOUT
+    logger().warning("%s=%r is %s; using %g", ENV_PLUGIN_TIMEOUT, raw, why, used)
+    return used
 
 
 # -- one name's once-cell ---------------------------------------------------------------------
@@ -435,7 +425,7 @@ def register(spec: BackendSpec) -> None:
             raise ValueError(
                 f"a backend {name!r} is already registered in code; unregister it first"
             )
-        _code[name] = Plugin(name, REGISTERED_IN_CODE, "", target, lambda: spec, in_code=True)
+        _code[name] = Plugin(name, REGISTERED_IN_CODE, "", target, lambda: spec, installed=False)
         _forget(name)
 
 

@@ -75,19 +75,15 @@ class Plugin(NamedTuple):
     # The entry point's value ("pkg.module" or "pkg.module:attr"), or what was registered.
     target: str
     load_plugin: Callable[[], object]
+    # Found through an entry point: what the quarantine guards, and can run elsewhere. Not a
+    # plugin registered in code, nor the embedded host.
+    installed: bool = True
     # This package's own host plugin: runs inline, unguarded, on the caller's thread.
     embedded: bool = False
-    # Registered in code (register), not found through an entry point.
-    in_code: bool = False
 
     @property
     def label(self) -> str:
         return f"{self.distribution} {self.version}".strip()
-
-    @property
-    def installed(self) -> bool:
-        """Found through an entry point: what the quarantine guards, and can run elsewhere."""
-        return not (self.embedded or self.in_code)
 
 
 class Entry(NamedTuple):
@@ -309,5 +305,6 @@ def host_plugin() -> Plugin:
         __version__,
         module,
         lambda: importlib.import_module(module),
+        installed=False,
         embedded=True,
     )
