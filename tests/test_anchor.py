@@ -322,7 +322,7 @@ def test_a_placement_lies_within_its_bound_of_every_truth_the_anchors_allow(
     befores.append(50 * interval_ns)
     for before_ns, thirds in itertools.product(befores, (0, 1, 3)):
         duration_ns = before_ns * thirds // 3  # none, a third of the way, all the way
-        ((start_ns, end_ns, bound_ns),) = placement.spans([before_ns], [duration_ns])
+        (start_ns,), (end_ns,), (bound_ns,) = placement.spans([before_ns], [duration_ns])
         # The window's distance and its duration are readings too, each within its error.
         own, length = _reading_error(before_ns), _reading_error(duration_ns)
         truths = itertools.product(

@@ -28,6 +28,7 @@ from eventapi import (
     Window,
 )
 from eventapi._profiling._anchor import ANCHOR_SAMPLES
+from eventapi._profiling._span import spans_of
 from eventapi.host import HostBackend
 
 # The host backend's events and sleeps read one clock (CLOCK_MONOTONIC), and time.sleep never
@@ -744,3 +745,18 @@ def test_a_destroyed_stream_is_refused_and_one_destroyed_later_refuses_new_windo
     assert span.name == "w"
     prof.close()
     assert api.live_handles() == (0, 0)
+
+
+def test_spans_built_a_column_at_a_time_are_the_spans_their_constructor_builds() -> None:
+    # A collect builds its spans in one batch (spans_of); each must be the value Span(...)
+    # makes of the same fields: equal, hashed alike, shown alike, and as frozen.
+    rows = [(f"w{i}", 10 * i, 10 * i + 7 + i, 7 + i, i % 3, "stream", 100 + i) for i in range(50)]
+    names, starts, ends, durations, depths, _, bounds = (list(c) for c in zip(*rows, strict=True))
+    built = spans_of(names, starts, ends, durations, depths, "stream", bounds)
+    expected = [Span(*row) for row in rows]
+    assert built == expected
+    assert [hash(s) for s in built] == [hash(s) for s in expected]
+    assert [repr(s) for s in built] == [repr(s) for s in expected]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built[0].name = "changed"  # type: ignore[misc]
+    assert spans_of([], [], [], [], [], "stream", []) == []

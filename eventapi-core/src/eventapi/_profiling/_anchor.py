@@ -239,26 +239,31 @@ class Placement:
         self._base = anchor.uncertainty_ns + 2 * TIMER_RESOLUTION_NS * worst_rate
         self._readout = 2 * READOUT_ERROR * worst_rate
 
-    def spans(self, befores: Sequence[int], durations: Sequence[int]) -> list[tuple[int, int, int]]:
-        """``(start_ns, end_ns, bound_ns)`` of each window on the host clock, in order.
+    def spans(
+        self, befores: Sequence[int], durations: Sequence[int]
+    ) -> tuple[list[int], list[int], list[int]]:
+        """Each window's ``start_ns``, ``end_ns`` and ``bound_ns`` on the host clock, as three
+        lists in the windows' order.
 
         ``befores[i]`` is the device time from window ``i``'s start event to the anchor event,
         ``durations[i]`` from its start event to its end event. Each true host time lies within
         ``bound_ns`` of the one returned, and ``end_ns - start_ns`` is ``durations[i]`` at the
         measured rate. Raises :class:`ValueError` when the two sequences differ in length.
         """
-        # One call for every window of a collect, what each placement reads held in locals.
         # An end distance is clamped at zero, as the readings are: an end the readings put
         # after the anchor lies at it.
         host_ns, to_host, base = self._host_ns, self._to_host, self._base
         slope, readout, ceil = self._slope, self._readout, math.ceil
-        return [
-            (
-                round(host_ns - before_ns * to_host),
+        return (
+            [round(host_ns - before_ns * to_host) for before_ns in befores],
+            [
                 round(
                     host_ns - (before_ns - duration_ns if before_ns > duration_ns else 0) * to_host
-                ),
-                ceil(base + slope * before_ns + readout * duration_ns),
-            )
-            for before_ns, duration_ns in zip(befores, durations, strict=True)
-        ]
+                )
+                for before_ns, duration_ns in zip(befores, durations, strict=True)
+            ],
+            [
+                ceil(base + slope * before_ns + readout * duration_ns)
+                for before_ns, duration_ns in zip(befores, durations, strict=True)
+            ],
+        )

@@ -39,6 +39,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import operator
 import os
 import sys
 import threading
@@ -58,11 +59,11 @@ from .._protocol import (
 )
 from .._single_owner import SingleOwner
 from ._anchor import ANCHOR_SAMPLES, RATE_HISTORY, Anchor, Earlier, Placement, sample_anchor
-from ._graphs import GraphWindows
+from ._graphs import GraphWindows, InGraph
 from ._nvtx import Ranges, ranges_for
 from ._pool import EventPool
 from ._sketch import DurationSummary, quantile_of
-from ._span import Span, Stats
+from ._span import Span, Stats, spans_of
 from ._table import stats_table
 
 __all__ = ["EventProfiler", "Span", "Stats", "Window"]
@@ -93,6 +94,10 @@ _UNUSUAL: Final = "tool ranges or windows in graphs"
 _CLOSED: Final = "closed"
 
 _labels = itertools.count()
+# What a collect reads of each window, a column at a time.
+_START: Final = operator.attrgetter("_start")
+_END: Final = operator.attrgetter("_end")
+_NAME: Final = operator.attrgetter("_name")
 
 
 @final
@@ -798,8 +803,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         try:
             reference = samples[0]
             earlier = self._earlier_than(reference)
-            starts: list[E] = [w._start for w in windows]
-            ends: list[E] = [w._end for w in windows]
+            starts: list[E] = list(map(_START, windows))
+            ends: list[E] = list(map(_END, windows))
             count = len(windows)
             # Each window's duration, then how far its start lies before the anchor: one call,
             # with what the windows in graphs need read after.
@@ -809,31 +814,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 firsts += more[0]
                 seconds += more[1]
             readings = self._read_pairs(firsts, seconds)
-            placement = Placement(anchor, earlier)
-            placed = placement.spans(readings[count : 2 * count], readings[:count])
-            label = self._label
-            spans = [
-                Span(
-                    w._name,
-                    start_ns,
-                    end_ns,
-                    duration_ns,
-                    0 if w._outer is None else _depth_of(w),
-                    label,
-                    bound_ns,
-                )
-                for w, duration_ns, (start_ns, end_ns, bound_ns) in zip(
-                    windows, readings, placed, strict=False
-                )
-            ]
-            if in_graphs:
-                in_graphs, durations, befores = GraphWindows.new(in_graphs, readings[2 * count :])
-                spans += [
-                    Span(w.name, start_ns, end_ns, duration_ns, w.depth, label, bound_ns)
-                    for w, duration_ns, (start_ns, end_ns, bound_ns) in zip(
-                        in_graphs, durations, placement.spans(befores, durations), strict=True
-                    )
-                ]
+            spans, names, durations, in_graphs = self._spans_read(
+                Placement(anchor, earlier), windows, readings, in_graphs
+            )
         except BaseException:
             self._release_all(samples)
             raise
@@ -854,21 +837,46 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         free = self._free
         free.extend(starts)
         free.extend(ends)
-        self._account(spans)
+        self._account(names, durations, spans)
         return spans
 
-    def _account(self, spans: list[Span]) -> None:
-        """Add ``spans`` to the summary and the retained spans."""
+    def _spans_read(
+        self,
+        placement: Placement,
+        windows: list[Window[E]],
+        readings: list[int],
+        in_graphs: list[InGraph[E]] | None,
+    ) -> tuple[list[Span], list[str], list[int], list[InGraph[E]] | None]:
+        """The spans of a collect's readings (see _collect), built a column at a time
+        (spans_of); their names and durations; the windows in graphs a launch stamped anew."""
+        count = len(windows)
+        names: list[str] = list(map(_NAME, windows))
+        durations = readings[:count]
+        befores = readings[count : 2 * count]
+        depths = [0 if w._outer is None else _depth_of(w) for w in windows]
+        if in_graphs:
+            in_graphs, in_durations, in_befores = GraphWindows.new(in_graphs, readings[2 * count :])
+            names += [w.name for w in in_graphs]
+            durations += in_durations
+            befores += in_befores
+            depths += [w.depth for w in in_graphs]
+        starts_ns, ends_ns, bounds = placement.spans(befores, durations)
+        spans = spans_of(names, starts_ns, ends_ns, durations, depths, self._label, bounds)
+        return spans, names, durations, in_graphs
+
+    def _account(self, names: list[str], durations: list[int], spans: list[Span]) -> None:
+        """Add the spans read, ``names[i]`` lasting ``durations[i]``, to the summary and the
+        retained spans."""
         # Grouped by name first: each name's summary then takes its durations in one call.
-        durations: dict[str, list[int]] = {}
-        for span in spans:
-            of_name = durations.get(span.name)
+        by_name: dict[str, list[int]] = {}
+        for name, duration_ns in zip(names, durations, strict=True):
+            of_name = by_name.get(name)
             if of_name is None:
-                durations[span.name] = [span.duration_ns]
+                by_name[name] = [duration_ns]
             else:
-                of_name.append(span.duration_ns)
+                of_name.append(duration_ns)
         summaries = self._summaries
-        for name, of_name in durations.items():
+        for name, of_name in by_name.items():
             summary = summaries.get(name)
             if summary is None:
                 if len(summaries) >= self._max_names:

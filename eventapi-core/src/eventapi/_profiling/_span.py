@@ -5,13 +5,16 @@ Frozen dataclasses: users receive them and never build one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import final
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from itertools import repeat
+from typing import Final, final
 
 from .._arguments import bounded_repr, check_real
 from ._sketch import quantile_of
 
-__all__ = ["Span", "Stats"]
+__all__ = ["Span", "Stats", "spans_of"]
 
 
 @final
@@ -84,3 +87,29 @@ class Stats:
         if number == 1.0:
             return self.max_ns
         return quantile_of(self._ranks, self.count, number)
+
+
+_SETTERS: Final = tuple(Span.__dict__[f.name].__set__ for f in fields(Span))
+
+
+def spans_of(
+    names: Sequence[str],
+    starts: Iterable[int],
+    ends: Iterable[int],
+    durations: Iterable[int],
+    depths: Iterable[int],
+    stream: str,
+    bounds: Iterable[int],
+) -> list[Span]:
+    """The spans whose fields are given column by column: row ``i`` is what
+    ``Span(names[i], starts[i], ...)`` builds, with ``stream`` in every row.
+
+    A collect builds its spans in one batch: each field is set on every span by one pass of
+    the field's slot descriptor, which is what a frozen dataclass's ``__init__`` does per field
+    through ``object.__setattr__``, without a Python frame per span.
+    """
+    spans: list[Span] = list(map(object.__new__, repeat(Span, len(names))))
+    columns = (names, starts, ends, durations, depths, repeat(stream), bounds)
+    for setter, column in zip(_SETTERS, columns, strict=True):
+        deque(map(setter, spans, column), maxlen=0)
+    return spans
