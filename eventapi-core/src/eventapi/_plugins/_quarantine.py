@@ -194,13 +194,16 @@ def _open_at(name: str, flags: int, dir_fd: int) -> int:
     return os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600, dir_fd=dir_fd)
 
 
-def _discard(dir_fd: int, name: str) -> None:
+def _discard(dir_fd: int, name: str) -> bool:
+    """Remove file ``name``; whether it was there to remove."""
     try:
         os.unlink(name, dir_fd=dir_fd)
     except FileNotFoundError:
-        pass
+        return False
     except OSError:
         logger().debug("cannot remove probe record %s", name, exc_info=True)
+        return False
+    return True
 
 
 def _put(dir_fd: int, name: str, *fields: object) -> None:
@@ -379,11 +382,8 @@ def lift(name: str) -> list[str]:
     if opened is None:
         return []
     dir_fd, path = opened
-    removed = []
-    for file in (f"{name}{_QUARANTINED}", f"{name}{_ENDED}"):
-        with contextlib.suppress(OSError):
-            os.unlink(file, dir_fd=dir_fd)
-            removed.append(os.path.join(path, file))
+    files = (f"{name}{_QUARANTINED}", f"{name}{_ENDED}")
+    removed = [os.path.join(path, file) for file in files if _discard(dir_fd, file)]
     os.close(dir_fd)
     return removed
 

@@ -178,13 +178,11 @@ def choose(name: str | None = None) -> tuple[str, int | None, str]:
     if name is not None:
         if not isinstance(name, str):
             raise TypeError(f"backend name must be a str, got {type(name).__name__}")
-        parsed, device = _parse(name, f"backend name {name!r}")
-        return parsed, device, "argument"
+        return _parse(name, f"backend name {name!r}", "argument")
     # The variable may carry the blanks a shell or a file leaves around a value.
     value = os.environ.get(ENV_BACKEND, "").strip()
     if value:
-        parsed, device = _parse(value, f"{ENV_BACKEND}={value!r}")
-        return parsed, device, ENV_BACKEND
+        return _parse(value, f"{ENV_BACKEND}={value!r}", ENV_BACKEND)
     rows = _discovery.backends()
     usable = [row for row in rows if row.usable]
     if not usable:
@@ -253,12 +251,12 @@ def preview(name: str | None = None) -> tuple[str, int | None, str]:
     return chosen, spec.default_device if device is None else device, source
 
 
-def _parse(text: str, subject: str) -> tuple[str, int | None]:
+def _parse(text: str, subject: str, source: str) -> tuple[str, int | None, str]:
     match = _NAME_RE.fullmatch(text)
     if match is None:
         raise ValueError(f"{subject} is not of the form {_FORM}")
     device = match.group("device")
-    return match.group("name"), int(device) if device is not None else None
+    return match.group("name"), int(device) if device is not None else None, source
 
 
 def _spelling(name: str, device: int | None) -> str:
@@ -284,20 +282,16 @@ def _usable(name: str, source: str) -> tuple[BackendSpec, Plugin, dict[int | Non
     if entry.spec is None or entry.plugin is None or entry.loaded is None:
         raise BackendError(f"{subject} ({where}) is broken: {row.reason}")
     if not row.usable:
+        others = ", ".join(r.name for r in _discovery.backends() if r.usable and r.name != name)
+        elsewhere = (
+            f"Usable here: {others}; select one with eventapi.backend(NAME) or {ENV_BACKEND}=NAME"
+            if others
+            else "No other backend is usable here either"
+        )
         raise BackendUnavailableError(
-            f"{subject} ({where}) cannot be used here: {row.reason}. {_usable_elsewhere(name)}"
+            f"{subject} ({where}) cannot be used here: {row.reason}. {elsewhere}"
         )
     return entry.spec, entry.plugin, entry.loaded
-
-
-def _usable_elsewhere(name: str) -> str:
-    others = [row.name for row in _discovery.backends() if row.usable and row.name != name]
-    if not others:
-        return "No other backend is usable here either"
-    return (
-        f"Usable here: {', '.join(others)}; select one with eventapi.backend(NAME) or "
-        f"{ENV_BACKEND}=NAME"
-    )
 
 
 def _not_found(name: str, subject: str, source: str) -> str:
@@ -326,9 +320,7 @@ def _did_you_mean(name: str, rows: Sequence[BackendInfo], source: str) -> str:
     # Imported here: only a name that is not found pays for difflib.
     import difflib
 
-    names = {row.name.lower(): row.name for row in rows}
-    for known in KNOWN_HINTS:
-        names.setdefault(known, known)
+    names = {known: known for known in KNOWN_HINTS} | {row.name.lower(): row.name for row in rows}
     if names.get(name.lower()) == name:
         del names[name.lower()]  # a published backend that is not installed: not a typo
     close = [names[n] for n in difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.6)]
