@@ -44,6 +44,8 @@ name's entry, so that they go when discovery forgets the entry.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import re
 import threading
@@ -51,6 +53,7 @@ import time
 from typing import Final, NamedTuple, final
 
 from .._logger import logger
+from .._metadata import name_and_version
 from ._plugin import (
     KNOWN_HINTS,
     NAME_RE,
@@ -59,8 +62,6 @@ from ._plugin import (
     Plugin,
     broken,
     describe,
-    from_entry_point,
-    host_plugin,
     normalize,
     resolve,
     row,
@@ -93,6 +94,8 @@ Generous on purpose: a probe may initialize its driver, and a real ``cuInit`` on
 many GPUs (persistence mode off) takes seconds, sometimes over ten. A plugin that hangs costs
 this once per process, after which its row is cached.
 """
+
+_HOST: Final = "eventapi._plugins._host"  # the core's own host plugin
 
 _TRUE: Final = ("1", "true", "yes", "on")
 _FALSE: Final = ("", "0", "false", "no", "off")
@@ -289,8 +292,13 @@ def _refusal(plugin: Plugin) -> str | None:
 
 def _read() -> _Scan:
     """Scan: the environment, the core's host and the entry points."""
+    # Imported here: eventapi reads its __version__ from its metadata when first asked for it.
+    from .. import __version__
+
     autoload = not _env_flag(ENV_DISABLE_AUTOLOAD)
-    host = host_plugin()
+    # The core's own host, registered here as well, so that autoload=off keeps it.
+    load = functools.partial(importlib.import_module, _HOST)
+    host = Plugin("host", "eventapi-core", __version__, _HOST, load, installed=False, embedded=True)
     claims: dict[str, list[Plugin]] = {"host": [host]}
     refused: list[BackendInfo] = []
     if autoload:
@@ -299,16 +307,14 @@ def _read() -> _Scan:
         from importlib.metadata import entry_points
 
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            plugin = from_entry_point(ep)
+            distribution, version = ("?", "?") if ep.dist is None else name_and_version(ep.dist)
+            plugin = Plugin(ep.name, distribution, version, ep.value, ep.load)
             why = _refusal(plugin)
             if why is not None:
                 refused.append(broken(plugin, why))
-            elif not (
-                # The core registers host itself and declares it as an entry point too, so
-                # that autoload=off keeps it: the same module of one distribution, no conflict.
-                plugin.target == host.target
-                and normalize(plugin.distribution) == normalize(host.distribution)
-            ):
+            # The core declares host as an entry point too, the module registered above: the
+            # same plugin, no conflict.
+            elif not (plugin.target == _HOST and normalize(distribution) == "eventapi-core"):
                 claims.setdefault(plugin.name, []).append(plugin)
     return _Scan(autoload, _blocked_names(), _budget(), claims, refused, {})
 

@@ -14,15 +14,13 @@ each is the plugin's failure, reported in its row, never raised into the caller.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
+from typing import Any, Final, NamedTuple, final
 
 import pluggy
 
 from .._logger import logger
-from .._metadata import name_and_version
 from ._spec import (
     NAME_PATTERN,
     PLUGIN_API,
@@ -33,20 +31,14 @@ from ._spec import (
     _Hooks,
 )
 
-if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
-
 __all__ = [
     "KNOWN_HINTS",
     "REGISTERED_IN_CODE",
-    "Advance",
     "Entry",
     "Plugin",
     "broken",
     "check_spec",
     "describe",
-    "from_entry_point",
-    "host_plugin",
     "normalize",
     "resolve",
     "row",
@@ -285,26 +277,3 @@ def _check_specs(plugin: Plugin, specs: list[object]) -> BackendSpec:
     if not isinstance(spec.install_hint, str):
         raise _BrokenPluginError(f"install_hint {spec.install_hint!r} is not a str")
     return spec
-
-
-def from_entry_point(ep: EntryPoint) -> Plugin:
-    dist = ep.dist
-    distribution, version = ("?", "?") if dist is None else name_and_version(dist)
-    return Plugin(ep.name, distribution, version, ep.value, ep.load)
-
-
-def host_plugin() -> Plugin:
-    """The core's own ``host``: registered in code as well, so that autoload=off keeps it."""
-    # Imported here: eventapi/__init__.py defines __version__ after importing this module.
-    from .. import __version__
-
-    module = "eventapi._plugins._host"
-    return Plugin(
-        "host",
-        "eventapi-core",
-        __version__,
-        module,
-        lambda: importlib.import_module(module),
-        installed=False,
-        embedded=True,
-    )
