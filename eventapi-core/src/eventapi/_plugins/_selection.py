@@ -17,8 +17,8 @@ well. They go with the entry, when discovery forgets it (a rescan, a registratio
 a child after ``fork()`` does not use its parent's (objects are per process: the backends
 refuse a parent's handles there).
 
-Locking: ``_lock`` guards the cells only. Each (name, device) has a once-cell: the
-first caller loads on its own thread with no lock held, later callers of *that pair* wait for it,
+Locking: ``_lock`` guards the cells only. Each (name, device) has a once-cell: the first caller
+loads on its own thread holding that cell's lock only, later callers of *that pair* wait for it,
 and callers of any other pair, or of a pair already loaded, do not wait at all. A ``load`` may
 select another backend (a backend composed over ``host``); one that selects its own pair gets
 :class:`~eventapi.BackendError` instead of a deadlock.
@@ -57,15 +57,15 @@ _FORM: Final = "NAME or NAME:DEVICE, for example 'cuda' or 'cuda:1'"
 
 @final
 class _Cell:
-    """One device's object: loaded once by ``loader`` of process ``pid``, waited for by others."""
+    """One device's object, loaded once in process ``pid`` under its ``lock``."""
 
-    __slots__ = ("done", "loader", "obj", "pid")
+    __slots__ = ("loading", "lock", "obj", "pid")
 
     def __init__(self) -> None:
-        self.done = threading.Event()
-        self.loader = threading.get_ident()
-        self.pid = os.getpid()
+        self.lock = threading.RLock()  # held by the one loading: the device's other callers wait
+        self.loading = False  # entered again by the thread loading: a load() that selects itself
         self.obj: Any = None
+        self.pid = os.getpid()
 
 
 _lock = threading.Lock()  # guards every entry's cells; never held while a backend loads
@@ -83,41 +83,39 @@ def _load_once(
     spec: BackendSpec, plugin: Plugin, cells: dict[int | None, Any], device: int | None
 ) -> Any:
     """The object for ``device``, loaded once in this process and kept in ``cells``, the entry's."""
-    while True:
-        with _lock:
-            cell = cells.get(device)
-            if cell is None or cell.pid != os.getpid():  # none yet, or the parent's (a fork)
-                mine = cells[device] = _Cell()
-                break
-            if cell.obj is not None:
-                return cell.obj
-            if cell.loader == threading.get_ident():
-                raise BackendError(
-                    f"backend {_spelling(spec.name, device)!r}: its load() selected "
-                    f"{_spelling(spec.name, device)!r} again, which would wait for itself"
-                )
-        cell.done.wait()  # its loader fills it or gives it up; then look again
-    try:
-        obj = _load(spec, plugin, device)
-    except BaseException:
-        with _lock:
-            if cells.get(device) is mine:
-                del cells[device]
-        mine.done.set()  # waiters try the load themselves, and see its error as their own
-        raise
-    reported = getattr(obj, "device", None)
     with _lock:
+        cell = cells.get(device)
+        if cell is None or cell.pid != os.getpid():  # none yet, or the parent's (a fork)
+            cell = cells[device] = _Cell()
+        elif cell.obj is not None:
+            return cell.obj
+    with cell.lock:
+        if cell.obj is not None:
+            return cell.obj  # loaded while this caller waited
+        if cell.loading:
+            raise BackendError(
+                f"backend {_spelling(spec.name, device)!r}: its load() selected "
+                f"{_spelling(spec.name, device)!r} again, which would wait for itself"
+            )
+        cell.loading = True
+        try:
+            # A load that fails leaves the cell empty: each caller waiting tries it in turn,
+            # and sees its error as its own.
+            obj = _load(spec, plugin, device)
+        finally:
+            cell.loading = False
+        reported = getattr(obj, "device", None)
         if device is None and isinstance(reported, int) and not isinstance(reported, bool):
-            same = cells.get(reported)
-            if same is None or same.pid != mine.pid:
-                cells[reported] = mine
-            elif same.obj is not None:
-                # A plugin without a default_device whose "NAME:N" came first: that object
-                # stays the one; this second one is dropped unused.
-                obj = same.obj
-        mine.obj = obj
-    mine.done.set()
-    return obj
+            with _lock:
+                same = cells.get(reported)
+                if same is None or same.pid != cell.pid:
+                    cells[reported] = cell
+                elif same.obj is not None:
+                    # A plugin without a default_device whose "NAME:N" came first: that object
+                    # stays the one; this second one is dropped unused.
+                    obj = same.obj
+        cell.obj = obj
+        return obj
 
 
 def backend(name: str | None = None) -> EventApi[Any, Any]:
