@@ -1,11 +1,12 @@
-"""One plugin: where it comes from, and what running its light code yields.
+"""One plugin: what running its light code yields.
 
 A plugin is a module of pluggy hook implementations that claims one backend name: an entry
-point of the group ``eventapi.backends``, a plugin registered in code, or the core's own
-``host``. Running it means importing it, calling its ``eventapi_backends`` hook alone, checking
-the one :class:`~eventapi.BackendSpec` it must yield and calling its probe (:func:`resolve`);
-what comes out is its row. Discovery runs this on a thread of its own
-(:mod:`eventapi._plugins._discovery`), the quarantine in a separate process
+point of the group ``eventapi.backends``, or the core's own ``host``; a backend registered in
+code is a plugin whose module is its :class:`~eventapi.BackendSpec`, checked as it was
+registered (:func:`check_spec`). Running it means importing it, calling its
+``eventapi_backends`` hook alone, checking the one :class:`~eventapi.BackendSpec` it must yield
+and calling its probe (:func:`resolve`); what comes out is its row. Discovery runs this on a
+thread of its own (:mod:`eventapi._plugins._discovery`), the quarantine in a separate process
 (:mod:`eventapi._plugins._alone`).
 
 The plugin's own code may raise anything, ``SystemExit`` and ``KeyboardInterrupt`` included:
