@@ -28,8 +28,8 @@ STAMP  := $(VENV)/.installed
 EMU    := build/emulated
 CC     ?= cc
 CFLAGS ?= -O2 -g -Wall -Wextra -Werror -std=c11
-EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so
-EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h
+EMU_LIBS := $(EMU)/libcuda.so.1 $(EMU)/libamdhip64.so $(EMU)/libnvidia-ml.so.1
+EMU_CORE := tests/emulated/emu_core.c tests/emulated/emu_core.h tests/emulated/emu_ids.h
 
 .PHONY: all check test lint typecheck pytest conformance ci test-support test-installs \
 	test-browser test-torch test-matrix matrix-one test-storm sanitize wheelhouse fuzz soak \
@@ -88,6 +88,12 @@ $(EMU)/libamdhip64.so: tests/emulated/emu_hip.c $(EMU_CORE)
 	@mkdir -p $(EMU)
 	$(CC) $(CFLAGS) -shared -fPIC -pthread -Wl,-soname,libamdhip64.so -o $@ tests/emulated/emu_hip.c tests/emulated/emu_core.c
 
+# The NVML library nvidia-ml-py opens by its soname, for the cuda backend's clocks: preloaded
+# beside the emulated libcuda.so.1 (or loaded first in process), it is the one pynvml finds.
+$(EMU)/libnvidia-ml.so.1: tests/emulated/emu_nvml.c tests/emulated/emu_ids.h
+	@mkdir -p $(EMU)
+	$(CC) $(CFLAGS) -shared -fPIC -pthread -Wl,-soname,libnvidia-ml.so.1 -o $@ tests/emulated/emu_nvml.c
+
 # The backends usable here, then cuda and hip once more on the emulated drivers (built first),
 # so that all three are seen to work on a machine without a GPU; labelled, since that is not
 # the machine's own driver.
@@ -126,7 +132,7 @@ pytest: $(STAMP) emulated
 # tests/test_conformance_kit.py runs it from each backend's class too (a second backend object
 # for the foreign-handle checks), and on deliberately broken backends.
 KIT := $(BIN)/python -m pytest -q -p no:cacheprovider --pyargs eventapi.testing
-PRELOAD_CUDA := LD_PRELOAD=$(CURDIR)/$(EMU)/libcuda.so.1
+PRELOAD_CUDA := LD_PRELOAD="$(CURDIR)/$(EMU)/libcuda.so.1 $(CURDIR)/$(EMU)/libnvidia-ml.so.1"
 PRELOAD_HIP  := LD_PRELOAD=$(CURDIR)/$(EMU)/libamdhip64.so
 
 conformance: $(STAMP) emulated

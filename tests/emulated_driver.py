@@ -36,13 +36,17 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, final
 
 __all__ = [
+    "NVML_PATH",
     "REPO_ROOT",
     "DriverName",
     "EmulatedDriver",
     "EmulatedHandles",
+    "EmulatedNvml",
+    "LoggedOp",
     "build",
     "library_path",
     "load",
+    "load_nvml",
     "preload_env",
 ]
 
@@ -55,6 +59,10 @@ _LIBRARY_FILES: dict[DriverName, str] = {
     "cuda": "libcuda.so.1",
     "hip": "libamdhip64.so",
 }
+
+NVML_PATH = REPO_ROOT / "build" / "emulated" / "libnvidia-ml.so.1"
+"""The emulated NVML library (``tests/emulated/emu_nvml.c``), which nvidia-ml-py opens by its
+soname: its devices are the emulated CUDA driver's, by UUID and PCI bus id."""
 
 _build_lock = threading.Lock()
 _built = False
@@ -130,15 +138,70 @@ def load(name: DriverName) -> EmulatedDriver:
     return driver
 
 
-def preload_env(name: DriverName, base: dict[str, str] | None = None) -> dict[str, str]:
+def preload_env(
+    name: DriverName, base: dict[str, str] | None = None, *, nvml: bool = False
+) -> dict[str, str]:
     """An environment for a subprocess that runs with the emulated driver ``name`` preloaded.
 
     ``base`` defaults to this process's environment; ``LD_PRELOAD`` is set to the library's
-    absolute path (replacing any value). Call :func:`build` first.
+    absolute path (replacing any value), and with ``nvml`` the emulated NVML library's too, so
+    that nvidia-ml-py finds it. Call :func:`build` first.
     """
     env = dict(os.environ if base is None else base)
-    env["LD_PRELOAD"] = str(library_path(name))
+    env["LD_PRELOAD"] = str(library_path(name)) + (f" {NVML_PATH}" if nvml else "")
     return env
+
+
+def load_nvml() -> EmulatedNvml:
+    """Build if needed and load the emulated NVML library into this process, before pynvml's
+    first call (pynvml then opens it by its soname)."""
+    build()
+    return EmulatedNvml(ctypes.CDLL(str(NVML_PATH), mode=ctypes.RTLD_GLOBAL))
+
+
+@final
+class EmulatedNvml:
+    """The control API of the loaded emulated NVML library."""
+
+    __slots__ = ("_lib",)
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._lib = lib
+        lib.emu_nvml_set_clock.restype = ctypes.c_int
+        lib.emu_nvml_set_clock.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong]
+        lib.emu_nvml_clock_reads.restype = ctypes.c_long
+        lib.emu_nvml_clock_reads.argtypes = []
+
+    def set_clock(self, ordinal: int, mhz: int = 0, *, reasons: int = 0) -> None:
+        """Set CUDA device ``ordinal``'s SM clock (0 keeps it) and its clock event reasons (a
+        mask of NVML's ``nvmlClocksEventReason*``: 0x4 power cap, 0x20 thermal slowdown ...)."""
+        if self._lib.emu_nvml_set_clock(ordinal, mhz, reasons) != 0:
+            raise ValueError(f"no emulated device {ordinal}")
+
+    def clock_reads(self) -> int:
+        """How many times a device's current clock was read."""
+        return int(self._lib.emu_nvml_clock_reads())
+
+
+class LoggedOp(NamedTuple):
+    """An operation a stream completed (:meth:`EmulatedDriver.op_log`)."""
+
+    stream: int
+    """The stream's raw handle (0 for an implicit stream)."""
+    kind: Literal["record", "wait", "host", "memset"]
+    began_ns: int
+    """On the device clock, as events are stamped."""
+    ended_ns: int
+    bytes: int
+    """A memset's byte count (0 for the others)."""
+
+
+_OP_KINDS: dict[int, Literal["record", "wait", "host", "memset"]] = {
+    1: "record",
+    2: "wait",
+    3: "host",
+    4: "memset",
+}
 
 
 @final
@@ -186,6 +249,24 @@ class EmulatedDriver:
         lib.emu_calls.argtypes = [ctypes.c_char_p]
         lib.emu_reset_counters.restype = None
         lib.emu_reset_counters.argtypes = []
+        lib.emu_live_allocations.restype = ctypes.c_long
+        lib.emu_live_allocations.argtypes = []
+        for setter in (lib.emu_set_l2_cache_bytes, lib.emu_set_memset_rate):
+            setter.restype = None
+            setter.argtypes = [ctypes.c_longlong]
+        lib.emu_set_op_log.restype = ctypes.c_int
+        lib.emu_set_op_log.argtypes = [ctypes.c_long]
+        lib.emu_op_log_count.restype = ctypes.c_long
+        lib.emu_op_log_count.argtypes = []
+        lib.emu_op_log_get.restype = ctypes.c_int
+        lib.emu_op_log_get.argtypes = [
+            ctypes.c_long,
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_int),
+            ctypes.POINTER(ctypes.c_int64),
+            ctypes.POINTER(ctypes.c_int64),
+            ctypes.POINTER(ctypes.c_longlong),
+        ]
 
     @property
     def lib(self) -> ctypes.CDLL:
@@ -286,6 +367,44 @@ class EmulatedDriver:
     def reset_counters(self) -> None:
         """Set every call count to zero (live handle counts and faults are untouched)."""
         self._lib.emu_reset_counters()
+
+    def live_allocations(self) -> int:
+        """Device allocations made and not freed."""
+        return int(self._lib.emu_live_allocations())
+
+    def set_l2_cache_bytes(self, nbytes: int | None) -> None:
+        """Set the L2 cache size every device reports; ``None`` restores the default (4 MiB,
+        or ``EMU_L2_CACHE_BYTES``)."""
+        self._lib.emu_set_l2_cache_bytes(nbytes or 0)
+
+    def set_memset_rate(self, bytes_per_us: int | None) -> None:
+        """Set how many bytes a memset writes per microsecond of device time; ``None``
+        restores the default (100,000, or ``EMU_MEMSET_BYTES_PER_US``)."""
+        self._lib.emu_set_memset_rate(bytes_per_us or 0)
+
+    def start_op_log(self, capacity: int = 65536) -> None:
+        """Log every operation a stream completes from now on, the last ``capacity`` kept."""
+        if self._lib.emu_set_op_log(capacity) != 0:
+            raise ValueError(f"the operation log refused a capacity of {capacity}")
+
+    def op_log(self, *, stop: bool = True) -> list[LoggedOp]:
+        """The operations logged since :meth:`start_op_log`, in the order they completed; with
+        ``stop``, logging stops."""
+        lib = self._lib
+        entries = []
+        stream, kind = ctypes.c_uint64(), ctypes.c_int()
+        began, ended, nbytes = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_longlong()
+        for i in range(lib.emu_op_log_count()):
+            refs = (stream, kind, began, ended, nbytes)
+            if lib.emu_op_log_get(i, *(ctypes.byref(ref) for ref in refs)) == 0:
+                entries.append(
+                    LoggedOp(
+                        stream.value, _OP_KINDS[kind.value], began.value, ended.value, nbytes.value
+                    )
+                )
+        if stop:
+            lib.emu_set_op_log(0)
+        return entries
 
     def __repr__(self) -> str:
         return f"<EmulatedDriver {self.name} {self.path}>"

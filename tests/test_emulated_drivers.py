@@ -960,7 +960,7 @@ def test_cuda_get_proc_address_picks_the_abi_by_version(cuda: EmulatedDriver) ->
     v2 = ctypes.cast(lib.cuLaunchHostFunc_v2, _VP).value
     assert resolve(b"cuLaunchHostFunc", 10000)[1] == v1
     assert resolve(b"cuLaunchHostFunc", 13020)[1] == v2
-    assert resolve(b"cuMemAlloc", 3020) == (500, 0, 1)  # CUDA_ERROR_NOT_FOUND, not found
+    assert resolve(b"cuMemcpyHtoD", 3020) == (500, 0, 1)  # CUDA_ERROR_NOT_FOUND, not found
     assert resolve(b"cuStreamIsCapturing", 9000) == (500, 0, 2)  # version not sufficient
 
 

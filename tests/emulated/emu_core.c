@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,7 +45,19 @@ typedef struct slot {
 
 /* -- objects ---------------------------------------------------------------------------- */
 
-enum op_type { OP_RECORD = 1, OP_WAIT = 2, OP_HOST = 3 };
+enum op_type { OP_RECORD = EMU_OP_RECORD, OP_WAIT = EMU_OP_WAIT, OP_HOST = EMU_OP_HOST,
+               OP_MEMSET = EMU_OP_MEMSET };
+
+/* Device memory: host memory whose address is the device pointer. Reference counted (the list
+ * of live allocations holds one reference, each memset queued another), so a free never pulls
+ * memory from under a write still queued. */
+typedef struct alloc {
+    struct alloc *next; /* the list of live allocations */
+    unsigned char *base;
+    uint64_t bytes;
+    int dev;
+    int refs;
+} alloc;
 
 typedef struct op {
     struct op *next; /* queue link */
@@ -55,6 +68,10 @@ typedef struct op {
     struct op *target; /* OP_WAIT: the record waited for (a reference is held) */
     emu_host_fn fn;    /* OP_HOST */
     void *arg;
+    alloc *mem;        /* OP_MEMSET: the allocation written (a reference is held) */
+    uint64_t offset;   /* OP_MEMSET: where in it, how many bytes, which value */
+    uint64_t bytes;
+    int value;
 } op;
 
 typedef struct event {
@@ -91,16 +108,20 @@ typedef struct stream {
 /*
  * A graph's nodes, in capture order (one stream, so one chain). What a launch does with each:
  * N_RECORD (an external event record) records its event into the launch's stream, so the
- * event is stamped at every launch; N_HOST enqueues its host function; N_DEPENDENCY (a plain
- * record or a stream wait, which CUDA makes edges of the graph) does nothing.
+ * event is stamped at every launch; N_HOST enqueues its host function; N_MEMSET its write (to
+ * an allocation still live: one freed since writes nothing); N_DEPENDENCY (a plain record or a
+ * stream wait, which CUDA makes edges of the graph) does nothing.
  */
-enum node_type { N_DEPENDENCY = 0, N_RECORD = 1, N_HOST = 2 };
+enum node_type { N_DEPENDENCY = 0, N_RECORD = 1, N_HOST = 2, N_MEMSET = 3 };
 
 typedef struct node {
     int type;
     uint64_t event; /* N_RECORD: the event's handle, looked up at each launch */
     emu_host_fn fn; /* N_HOST */
     void *arg;
+    uint64_t ptr;   /* N_MEMSET: the range and value, looked up at each launch */
+    uint64_t bytes;
+    int value;
 } node;
 
 /* A graph (K_GRAPH, from EndCapture) or an executable graph (K_EXEC, from instantiating one):
@@ -116,6 +137,14 @@ typedef struct ctx {
     int refs;
     int dev;
 } ctx;
+
+/* One entry of the operation log (emu_set_op_log). */
+typedef struct logged_op {
+    uint64_t stream;
+    int kind;
+    int64_t began_ns, ended_ns;
+    long long bytes;
+} logged_op;
 
 typedef struct callrec {
     char name[64];
@@ -153,6 +182,14 @@ static struct {
     long spin_yields;       /* yields made by spinning host waits: see emu_spin_yields */
     callrec calls[MAX_CALL_NAMES];
     int ncalls;
+    alloc *allocs;            /* live allocations */
+    long live_allocs;
+    long long l2_bytes;       /* 0: l2_default */
+    long long l2_default;     /* EMU_L2_CACHE_BYTES, else DEFAULT_L2_BYTES */
+    long long memset_rate;    /* bytes per microsecond; 0: memset_default */
+    long long memset_default; /* EMU_MEMSET_BYTES_PER_US, else DEFAULT_MEMSET_RATE */
+    logged_op *log;           /* the operation log: a ring of log_cap entries */
+    long log_cap, log_count;  /* log_count: entries logged since it was enabled */
 } g = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .done = PTHREAD_COND_INITIALIZER,
@@ -161,7 +198,23 @@ static struct {
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/* 4 MiB of L2, written at 100 bytes a nanosecond (42 us): small and quick for tests, and each a
+ * setting (EMU_L2_CACHE_BYTES, EMU_MEMSET_BYTES_PER_US; emu_set_*) for a test that needs more. */
+#define DEFAULT_L2_BYTES (4LL << 20)
+#define DEFAULT_MEMSET_RATE 100000LL
+
+/* A positive integer from the environment variable `name`, or `fallback`. */
+static long long env_positive(const char *name, long long fallback) {
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') return fallback;
+    char *end = NULL;
+    long long n = strtoll(v, &end, 10);
+    return end != NULL && *end == '\0' && n > 0 ? n : fallback;
+}
+
 static void read_env(void) {
+    g.l2_default = env_positive("EMU_L2_CACHE_BYTES", DEFAULT_L2_BYTES);
+    g.memset_default = env_positive("EMU_MEMSET_BYTES_PER_US", DEFAULT_MEMSET_RATE);
     const char *poll = getenv("EMU_WORKER_POLL_US");
     if (poll != NULL && *poll != '\0') {
         char *end = NULL;
@@ -367,10 +420,32 @@ static int record_pending(const void *arg) { return !((const struct op *)arg)->d
 
 /* -- operations and streams (g.mu held) ------------------------------------------------- */
 
+static void alloc_unref(alloc *a) {
+    if (--a->refs > 0) return;
+    free(a->base);
+    free(a);
+}
+
 static void op_unref(op *o) {
     if (--o->refs > 0) return;
     if (o->target != NULL) op_unref(o->target);
+    if (o->mem != NULL) alloc_unref(o->mem);
     free(o);
+}
+
+/* Log an operation a stream completed, when the log is on (g.mu held). */
+static void log_op(const stream *s, int kind, int64_t began_ns, int64_t ended_ns,
+                   long long bytes) {
+    if (g.log_cap <= 0) return;
+    g.log[g.log_count % g.log_cap] = (logged_op){s->handle, kind, began_ns, ended_ns, bytes};
+    g.log_count++;
+}
+
+/* Sleep on the calling thread until CLOCK_MONOTONIC reads `until_ns` (g.mu not held). */
+static void sleep_until(int64_t until_ns) {
+    struct timespec ts = {(time_t)(until_ns / 1000000000LL), (long)(until_ns % 1000000000LL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+    }
 }
 
 static void stream_unref(stream *s) {
@@ -415,6 +490,9 @@ static void poll_for_work(stream *s) {
 
 static void *worker(void *arg) {
     stream *s = arg;
+    /* A memset's sleep ends within microseconds of its deadline, not the default 50 us slack
+     * of a timer on Linux: the work takes the time it is given. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&g.mu);
     for (;;) {
         if (s->head == NULL && !s->destroyed) poll_for_work(s);
@@ -425,10 +503,12 @@ static void *worker(void *arg) {
         }
         if (s->head == NULL) break; /* destroyed and drained */
         op *o = s->head;
+        int64_t began = g.log_cap > 0 ? device_clock_ns() : 0;
         switch (o->type) {
         case OP_RECORD:
             o->stamp_ns = device_clock_ns();
             o->done = 1;
+            began = o->stamp_ns;
             break;
         case OP_WAIT:
             while (!o->target->done) pthread_cond_wait(&g.done, &g.mu);
@@ -439,8 +519,24 @@ static void *worker(void *arg) {
             o->fn(o->arg);
             pthread_mutex_lock(&g.mu);
             break;
+        case OP_MEMSET: {
+            /* The device writes at its rate (an instant device at once); the lock is let go
+             * meanwhile, as a copy engine runs beside the driver's calls. */
+            long long rate = g.memset_rate ? g.memset_rate : g.memset_default;
+            int64_t took = g.instant ? 0 : (int64_t)(o->bytes * 1000 / (uint64_t)rate);
+            int64_t until = now_ns() + took;
+            pthread_mutex_unlock(&g.mu);
+            memset(o->mem->base + o->offset, o->value, o->bytes);
+            sleep_until(until);
+            pthread_mutex_lock(&g.mu);
+            break;
+        }
         default:
             break;
+        }
+        if (g.log_cap > 0) {
+            log_op(s, o->type, began, o->type == OP_RECORD ? began : device_clock_ns(),
+                   o->type == OP_MEMSET ? (long long)o->bytes : 0);
         }
         /* Popped only now, so the stream reads as busy while the operation runs. */
         s->head = o->next;
@@ -542,11 +638,23 @@ static emu_status capture_add(stream *s, int type, uint64_t event, emu_host_fn f
         s->capture_ops = ops;
         s->capture_cap = cap;
     }
-    s->capture_ops[s->capture_len++] = (node){type, event, fn, arg};
+    s->capture_ops[s->capture_len++] = (node){type, event, fn, arg, 0, 0, 0};
     return EMU_OK;
 }
 
 static emu_status capture_node(stream *s) { return capture_add(s, N_DEPENDENCY, 0, NULL, NULL); }
+
+/* A memset captured: a node whose range each launch looks up again. */
+static emu_status capture_memset(stream *s, uint64_t ptr, int value, uint64_t bytes) {
+    emu_status st = capture_add(s, N_MEMSET, 0, NULL, NULL);
+    if (st == EMU_OK) {
+        node *n = &s->capture_ops[s->capture_len - 1];
+        n->ptr = ptr;
+        n->value = value;
+        n->bytes = bytes;
+    }
+    return st;
+}
 
 /* The capture ends or is dropped: the stream captures nothing from here. */
 static void capture_clear(stream *s) {
@@ -765,6 +873,7 @@ static emu_status record_on(event *e, stream *s) {
          * caller's thread, and no worker is woken (see EMU_INSTANT in README.md). */
         o->stamp_ns = device_clock_ns();
         o->done = 1;
+        log_op(s, OP_RECORD, o->stamp_ns, o->stamp_ns, 0);
     } else {
         enqueue(s, o);
     }
@@ -1096,6 +1205,103 @@ emu_status emuc_get_sched(int dev, int *mode) {
     return st;
 }
 
+/* -- device memory ---------------------------------------------------------------------- */
+
+emu_status emuc_mem_alloc(int dev, uint64_t bytes, uint64_t *ptr) {
+    if (ptr == NULL || bytes == 0) return EMU_E_INVALID_VALUE;
+    alloc *a = calloc(1, sizeof *a);
+    unsigned char *base = a != NULL ? malloc(bytes) : NULL;
+    if (base == NULL) {
+        free(a);
+        return EMU_E_OUT_OF_MEMORY;
+    }
+    a->base = base;
+    a->bytes = bytes;
+    a->dev = dev;
+    a->refs = 1; /* the list's */
+    lock();
+    a->next = g.allocs;
+    g.allocs = a;
+    g.live_allocs++;
+    unlock();
+    *ptr = (uint64_t)(uintptr_t)base;
+    return EMU_OK;
+}
+
+/* The live allocation of `dev` holding [ptr, ptr + bytes), or NULL (g.mu held). */
+static alloc *alloc_find(int dev, uint64_t ptr, uint64_t bytes) {
+    for (alloc *a = g.allocs; a != NULL; a = a->next) {
+        uint64_t base = (uint64_t)(uintptr_t)a->base;
+        if (a->dev == dev && ptr >= base && bytes <= a->bytes && ptr - base <= a->bytes - bytes) {
+            return a;
+        }
+    }
+    return NULL;
+}
+
+emu_status emuc_mem_free(uint64_t ptr) {
+    emu_status st = EMU_E_INVALID_VALUE;
+    lock();
+    for (alloc **at = &g.allocs; *at != NULL; at = &(*at)->next) {
+        alloc *a = *at;
+        if ((uint64_t)(uintptr_t)a->base == ptr) {
+            *at = a->next;
+            g.live_allocs--;
+            alloc_unref(a); /* a write still queued holds its own reference */
+            st = EMU_OK;
+            break;
+        }
+    }
+    unlock();
+    return st;
+}
+
+/* Enqueue a write of [ptr, ptr + bytes) in `a` on `s`, a stream not capturing (g.mu held). */
+static emu_status memset_on(stream *s, alloc *a, uint64_t ptr, int value, uint64_t bytes) {
+    op *o = calloc(1, sizeof *o);
+    if (o == NULL) return EMU_E_OUT_OF_MEMORY;
+    o->type = OP_MEMSET;
+    o->mem = a;
+    a->refs++;
+    o->offset = ptr - (uint64_t)(uintptr_t)a->base;
+    o->bytes = bytes;
+    o->value = value;
+    enqueue(s, o); /* the queue holds the only reference */
+    return EMU_OK;
+}
+
+/* A launch's memset node: joins a capture, or writes what is still allocated (g.mu held). */
+static emu_status memset_node(stream *s, const node *n) {
+    if (s->capture != EMU_CAPTURE_NONE) return capture_memset(s, n->ptr, n->value, n->bytes);
+    alloc *a = alloc_find(s->dev, n->ptr, n->bytes);
+    return a == NULL ? EMU_OK : memset_on(s, a, n->ptr, n->value, n->bytes);
+}
+
+emu_status emuc_memset(int dev, uint64_t sh, uint64_t ptr, int value, uint64_t bytes) {
+    stream *s = NULL;
+    lock();
+    emu_status st = stream_resolve(dev, sh, &s);
+    alloc *a = st == EMU_OK && bytes > 0 ? alloc_find(s->dev, ptr, bytes) : NULL;
+    if (st != EMU_OK || bytes == 0) {
+        /* st says why, or there is nothing to write */
+    } else if (a == NULL) {
+        st = EMU_E_INVALID_VALUE;
+    } else if (s->capture != EMU_CAPTURE_NONE) {
+        st = capture_memset(s, ptr, value, bytes);
+    } else {
+        st = memset_on(s, a, ptr, value, bytes);
+    }
+    unlock();
+    return st;
+}
+
+long long emuc_l2_cache_bytes(void) {
+    lock();
+    long long n = g.l2_bytes ? g.l2_bytes : g.l2_default;
+    unlock();
+    return n;
+}
+
 /* -- graphs ----------------------------------------------------------------------------- */
 
 /* A new graph of `kind` holding a copy of `len` nodes, its handle in *out (g.mu held). */
@@ -1161,7 +1367,8 @@ emu_status emuc_graph_launch(uint64_t h, int dev, uint64_t sh) {
     for (long i = 0; st == EMU_OK && i < gr->len; i++) {
         const node *n = &gr->ops[i];
         event *e = n->type == N_RECORD ? table_get(n->event, K_EVENT) : NULL;
-        if (s->capture != EMU_CAPTURE_NONE) st = capture_add(s, n->type, n->event, n->fn, n->arg);
+        if (n->type == N_MEMSET) st = memset_node(s, n);
+        else if (s->capture != EMU_CAPTURE_NONE) st = capture_add(s, n->type, n->event, n->fn, n->arg);
         else if (n->type == N_HOST) st = host_on(s, n->fn, n->arg);
         else if (e != NULL && e->dev == s->dev) st = record_on(e, s);
     }
@@ -1279,4 +1486,63 @@ void emu_reset_counters(void) {
     g.spin_yields = 0;
     for (int i = 0; i < g.ncalls; i++) g.calls[i].calls = 0;
     unlock();
+}
+
+long emu_live_allocations(void) {
+    lock();
+    long n = g.live_allocs;
+    unlock();
+    return n;
+}
+
+void emu_set_l2_cache_bytes(long long bytes) {
+    lock();
+    g.l2_bytes = bytes > 0 ? bytes : 0;
+    unlock();
+}
+
+void emu_set_memset_rate(long long bytes_per_us) {
+    lock();
+    g.memset_rate = bytes_per_us > 0 ? bytes_per_us : 0;
+    unlock();
+}
+
+int emu_set_op_log(long capacity) {
+    if (capacity < 0) return -1;
+    logged_op *log = capacity > 0 ? calloc((size_t)capacity, sizeof *log) : NULL;
+    if (capacity > 0 && log == NULL) return -1;
+    lock();
+    logged_op *old = g.log;
+    g.log = log;
+    g.log_cap = capacity;
+    g.log_count = 0;
+    unlock();
+    free(old);
+    return 0;
+}
+
+long emu_op_log_count(void) {
+    lock();
+    long n = g.log_count < g.log_cap ? g.log_count : g.log_cap;
+    unlock();
+    return n;
+}
+
+int emu_op_log_get(long i, uint64_t *stream_handle, int *kind, int64_t *began_ns,
+                   int64_t *ended_ns, long long *bytes) {
+    int rc = -1;
+    lock();
+    long kept = g.log_count < g.log_cap ? g.log_count : g.log_cap;
+    if (i >= 0 && i < kept) {
+        /* Entry 0 is the oldest kept. */
+        const logged_op *e = &g.log[(g.log_count - kept + i) % g.log_cap];
+        if (stream_handle != NULL) *stream_handle = e->stream;
+        if (kind != NULL) *kind = e->kind;
+        if (began_ns != NULL) *began_ns = e->began_ns;
+        if (ended_ns != NULL) *ended_ns = e->ended_ns;
+        if (bytes != NULL) *bytes = e->bytes;
+        rc = 0;
+    }
+    unlock();
+    return rc;
 }

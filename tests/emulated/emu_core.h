@@ -163,6 +163,26 @@ enum { EMU_SCHED_AUTO = 0, EMU_SCHED_SPIN = 1, EMU_SCHED_YIELD = 2, EMU_SCHED_BL
 EMU_INTERNAL emu_status emuc_set_sched(int dev, int mode);
 EMU_INTERNAL emu_status emuc_get_sched(int dev, int *mode);
 
+/* -- device memory -------------------------------------------------------------------- */
+
+/*
+ * An allocation of `bytes` on device `dev` (host memory, whose address is the device pointer);
+ * EMU_E_INVALID_VALUE for 0 bytes. Freed with emuc_mem_free (EMU_E_INVALID_VALUE for a pointer
+ * that is not the start of a live allocation); a write still queued keeps it until it ran.
+ */
+EMU_INTERNAL emu_status emuc_mem_alloc(int dev, uint64_t bytes, uint64_t *ptr);
+EMU_INTERNAL emu_status emuc_mem_free(uint64_t ptr);
+/*
+ * Enqueue a write of the byte `value` over [ptr, ptr + bytes) on `stream`: the range must lie in
+ * one live allocation of the stream's device (EMU_E_INVALID_VALUE otherwise). The stream's worker
+ * writes it and takes bytes / the memset rate to do so (emu_set_memset_rate); into a capturing
+ * stream it is a node each launch of the graph enqueues.
+ */
+EMU_INTERNAL emu_status emuc_memset(int dev, uint64_t stream, uint64_t ptr, int value,
+                                    uint64_t bytes);
+/* The L2 cache size every device reports (EMU_L2_CACHE_BYTES, else emu_set_l2_cache_bytes's). */
+EMU_INTERNAL long long emuc_l2_cache_bytes(void);
+
 /* -- graphs ---------------------------------------------------------------------------- */
 
 /* A graph holds the nodes a capture took, in order; an executable graph a copy of them. */
@@ -196,5 +216,23 @@ EMU_EXPORT long emu_worker_wakeups(void);
 /* How many times a spinning host wait yielded its core between looks (see emu_spin_policy). */
 EMU_EXPORT long emu_spin_yields(void);
 EMU_EXPORT void emu_reset_counters(void);
+/* Allocations made and not freed. */
+EMU_EXPORT long emu_live_allocations(void);
+/* What the devices report as their L2 cache size, in bytes; 0 restores the default. */
+EMU_EXPORT void emu_set_l2_cache_bytes(long long bytes);
+/* How many bytes a memset writes per microsecond of device time; 0 restores the default. */
+EMU_EXPORT void emu_set_memset_rate(long long bytes_per_us);
+/*
+ * The operation log: with a capacity > 0, every operation a stream completes from now on (a
+ * record, a wait, a host function, a memset) is logged in the order they complete, up to that
+ * many (earlier entries dropped); 0 stops logging. Each entry: the stream's handle (0 for an
+ * implicit stream), the kind (EMU_OP_*), when it began and ended on the device clock, and a
+ * memset's byte count. emu_op_log_get returns -1 for an entry that is not there.
+ */
+enum { EMU_OP_RECORD = 1, EMU_OP_WAIT = 2, EMU_OP_HOST = 3, EMU_OP_MEMSET = 4 };
+EMU_EXPORT int emu_set_op_log(long capacity);
+EMU_EXPORT long emu_op_log_count(void);
+EMU_EXPORT int emu_op_log_get(long i, uint64_t *stream, int *kind, int64_t *began_ns,
+                              int64_t *ended_ns, long long *bytes);
 
 #endif /* EMU_CORE_H */

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "emu_core.h"
+#include "emu_ids.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -30,6 +31,10 @@ typedef void *CUstream;
 typedef void *CUgraph;
 typedef void *CUgraphExec;
 typedef uint64_t cuuint64_t;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUuuid_st {
+    char bytes[16];
+} CUuuid;
 typedef void (*CUhostFn)(void *userData);
 
 enum {
@@ -259,6 +264,41 @@ static CUresult impl_cuDeviceGetName(char *name, int len, CUdevice dev) {
     return CUDA_SUCCESS;
 }
 
+/* The attributes the emulated devices report: the L2 cache size alone. */
+enum { CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38 };
+
+static CUresult impl_cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
+    ENTER("cuDeviceGetAttribute");
+    if (pi == NULL) return CUDA_ERROR_INVALID_VALUE;
+    NEED_INIT();
+    if (dev < 0 || dev >= emuc_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    if (attrib != CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE) return CUDA_ERROR_INVALID_VALUE;
+    long long bytes = emuc_l2_cache_bytes();
+    *pi = bytes > 0x7fffffffLL ? 0x7fffffff : (int)bytes;
+    return CUDA_SUCCESS;
+}
+
+/* The device's UUID, the one the emulated NVML library reports for it (emu_ids.h). */
+static CUresult impl_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+    ENTER("cuDeviceGetUuid");
+    if (uuid == NULL) return CUDA_ERROR_INVALID_VALUE;
+    NEED_INIT();
+    if (dev < 0 || dev >= emuc_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    unsigned char bytes[16];
+    emu_device_uuid(dev, bytes);
+    memcpy(uuid->bytes, bytes, sizeof bytes);
+    return CUDA_SUCCESS;
+}
+
+static CUresult impl_cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+    ENTER("cuDeviceGetPCIBusId");
+    if (pciBusId == NULL || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    NEED_INIT();
+    if (dev < 0 || dev >= emuc_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", emu_device_pci_bus(dev));
+    return CUDA_SUCCESS;
+}
+
 static CUresult impl_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     ENTER("cuDevicePrimaryCtxRetain");
     if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -451,6 +491,34 @@ static CUresult impl_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CU
     int dev;
     NEED_CONTEXT(dev);
     return code(emuc_event_elapsed(pMilliseconds, H(hStart), H(hEnd)));
+}
+
+/* -- memory ----------------------------------------------------------------------------- */
+
+static CUresult impl_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+    ENTER("cuMemAlloc");
+    if (dptr == NULL) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    NEED_CONTEXT(dev);
+    uint64_t ptr = 0;
+    CUresult rc = code(emuc_mem_alloc(dev, bytesize, &ptr));
+    if (rc == CUDA_SUCCESS) *dptr = ptr;
+    return rc;
+}
+
+static CUresult impl_cuMemFree(CUdeviceptr dptr) {
+    ENTER("cuMemFree");
+    int dev;
+    NEED_CONTEXT(dev);
+    return code(emuc_mem_free(dptr));
+}
+
+static CUresult impl_cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                     CUstream hStream) {
+    ENTER("cuMemsetD8Async");
+    int dev;
+    NEED_CONTEXT(dev);
+    return code(emuc_memset(dev, stream_arg(hStream), dstDevice, uc, N));
 }
 
 /* -- streams ---------------------------------------------------------------------------- */
@@ -651,6 +719,13 @@ static const struct {
     {"cuDeviceGetCount", 2000, (void *)impl_cuDeviceGetCount},
     {"cuDeviceGet", 2000, (void *)impl_cuDeviceGet},
     {"cuDeviceGetName", 2000, (void *)impl_cuDeviceGetName},
+    {"cuDeviceGetAttribute", 2000, (void *)impl_cuDeviceGetAttribute},
+    {"cuDeviceGetUuid", 9020, (void *)impl_cuDeviceGetUuid},
+    {"cuDeviceGetUuid", 11040, (void *)impl_cuDeviceGetUuid}, /* _v2: the same arguments */
+    {"cuDeviceGetPCIBusId", 4010, (void *)impl_cuDeviceGetPCIBusId},
+    {"cuMemAlloc", 3020, (void *)impl_cuMemAlloc},
+    {"cuMemFree", 3020, (void *)impl_cuMemFree},
+    {"cuMemsetD8Async", 3020, (void *)impl_cuMemsetD8Async},
     {"cuDevicePrimaryCtxRetain", 7000, (void *)impl_cuDevicePrimaryCtxRetain},
     {"cuDevicePrimaryCtxRelease", 7000, (void *)impl_cuDevicePrimaryCtxRelease},
     {"cuDevicePrimaryCtxSetFlags", 7000, (void *)impl_cuDevicePrimaryCtxSetFlags},
@@ -793,6 +868,16 @@ EXPORT(CUresult, cuGetErrorString, (CUresult, const char **), impl_cuGetErrorStr
 EXPORT(CUresult, cuDeviceGetCount, (int *), impl_cuDeviceGetCount);
 EXPORT(CUresult, cuDeviceGet, (CUdevice *, int), impl_cuDeviceGet);
 EXPORT(CUresult, cuDeviceGetName, (char *, int, CUdevice), impl_cuDeviceGetName);
+EXPORT(CUresult, cuDeviceGetAttribute, (int *, int, CUdevice), impl_cuDeviceGetAttribute);
+EXPORT(CUresult, cuDeviceGetUuid, (CUuuid *, CUdevice), impl_cuDeviceGetUuid);
+EXPORT(CUresult, cuDeviceGetUuid_v2, (CUuuid *, CUdevice), impl_cuDeviceGetUuid);
+EXPORT(CUresult, cuDeviceGetPCIBusId, (char *, int, CUdevice), impl_cuDeviceGetPCIBusId);
+EXPORT(CUresult, cuMemAlloc, (CUdeviceptr *, size_t), impl_cuMemAlloc);
+EXPORT(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t), impl_cuMemAlloc);
+EXPORT(CUresult, cuMemFree, (CUdeviceptr), impl_cuMemFree);
+EXPORT(CUresult, cuMemFree_v2, (CUdeviceptr), impl_cuMemFree);
+EXPORT(CUresult, cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream),
+       impl_cuMemsetD8Async);
 EXPORT(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice),
        impl_cuDevicePrimaryCtxRetain);
 EXPORT(CUresult, cuDevicePrimaryCtxRelease, (CUdevice), impl_cuDevicePrimaryCtxRelease);

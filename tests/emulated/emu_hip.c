@@ -359,6 +359,52 @@ static hipError_t create_stream(hipStream_t *stream, int non_blocking) {
     return rc;
 }
 
+/* -- memory and attributes -------------------------------------------------------------- */
+
+hipError_t hipMalloc(void **ptr, size_t size) {
+    ENTER("hipMalloc");
+    if (ptr == NULL) return hipErrorInvalidValue;
+    int dev;
+    NEED_DEVICE(dev);
+    if (size == 0) { /* HIP: nothing allocated, a null pointer, success */
+        *ptr = NULL;
+        return hipSuccess;
+    }
+    uint64_t p = 0;
+    hipError_t rc = code(emuc_mem_alloc(dev, size, &p));
+    if (rc == hipSuccess) *ptr = P(p);
+    return rc;
+}
+
+hipError_t hipFree(void *ptr) {
+    ENTER("hipFree");
+    if (ptr == NULL) return hipSuccess;
+    return code(emuc_mem_free(H(ptr)));
+}
+
+hipError_t hipMemsetAsync(void *dst, int value, size_t sizeBytes, hipStream_t stream) {
+    ENTER("hipMemsetAsync");
+    int dev;
+    NEED_DEVICE(dev);
+    return code(emuc_memset(dev, stream_arg(stream), H(dst), value & 0xff, sizeBytes));
+}
+
+/* The attributes the emulated devices report: the L2 cache size alone (hipDeviceAttribute_t's
+ * hipDeviceAttributeL2CacheSize). */
+enum { hipDeviceAttributeL2CacheSize = 19 };
+
+hipError_t hipDeviceGetAttribute(int *pi, int attr, int deviceId) {
+    ENTER("hipDeviceGetAttribute");
+    if (pi == NULL) return hipErrorInvalidValue;
+    int n = emuc_device_count();
+    if (n == 0) return hipErrorNoDevice;
+    if (deviceId < 0 || deviceId >= n) return hipErrorInvalidDevice;
+    if (attr != hipDeviceAttributeL2CacheSize) return hipErrorInvalidValue;
+    long long bytes = emuc_l2_cache_bytes();
+    *pi = bytes > 0x7fffffffLL ? 0x7fffffff : (int)bytes;
+    return hipSuccess;
+}
+
 hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
     ENTER("hipStreamCreateWithFlags");
     if ((flags & ~1u) != 0) return hipErrorInvalidValue; /* hipStreamNonBlocking is 1 */
