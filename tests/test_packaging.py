@@ -226,6 +226,7 @@ def test_each_cuda_extra_pins_its_binding_major(wheels: Path) -> None:
         "cuda12": ["cuda-bindings", "eventapi-cuda"],
         "cuda13": ["cuda-bindings", "eventapi-cuda"],
         "cuda": ["eventapi-cuda"],  # pip picks the newest major eventapi-cuda allows
+        "nvml": ["eventapi-cuda", "nvidia-ml-py"],  # the cuda backend's clocks
         "hip": ["eventapi-hip"],
         "all": ["eventapi-cuda", "eventapi-hip"],
         "testing": ["hypothesis", "pytest"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import pickle
@@ -34,6 +35,10 @@ PUBLIC = {
     # Windows inside captured graphs (docs/profiling.md, "Windows inside captured graphs").
     "SupportsGraphs",
     "SupportsGraphRecord",
+    # What eventapi.bench asks of a backend for a cold cache and the clocks (docs/bench.md).
+    "SupportsCacheFlush",
+    "SupportsClocks",
+    "DeviceClocks",
     "EventFence",
     "EventProfiler",
     "Window",
@@ -260,6 +265,15 @@ FAST_PATH = {
 }
 GRAPHS = {"stream_begin_capture", "stream_end_capture", "graph_launch", "graph_destroy"}
 GRAPH_RECORD = {"event_record_in_graph"}
+CACHE_FLUSH = {
+    "cache_size_bytes",
+    "cache_flush_create",
+    "stream_flush_cache",
+    "cache_flush_destroy",
+}
+# The cuda backend reads its clocks through NVML where nvidia-ml-py is installed (the tests
+# install it: requirements-test.txt).
+CLOCKS = {"device_clocks"} if importlib.util.find_spec("pynvml") else set()
 EXTRAS = {"device", "live_handles"}
 BACKEND_ATTRIBUTES = {
     "host": PROTOCOL
@@ -269,9 +283,16 @@ BACKEND_ATTRIBUTES = {
     | GRAPH_RECORD
     | EXTRAS
     | {"begin_capture", "end_capture", "inject_fault", "stamp_ns"},
-    "cuda": PROTOCOL | CAPABILITIES | FAST_PATH | GRAPHS | GRAPH_RECORD | EXTRAS,
+    "cuda": PROTOCOL
+    | CAPABILITIES
+    | FAST_PATH
+    | GRAPHS
+    | GRAPH_RECORD
+    | CACHE_FLUSH
+    | CLOCKS
+    | EXTRAS,
     # The emulated runtime is HIP 7.15, which stamps external records in graphs.
-    "hip": PROTOCOL | CAPABILITIES | FAST_PATH | GRAPHS | GRAPH_RECORD | EXTRAS,
+    "hip": PROTOCOL | CAPABILITIES | FAST_PATH | GRAPHS | GRAPH_RECORD | CACHE_FLUSH | EXTRAS,
 }
 
 

@@ -8,10 +8,12 @@ Optional capabilities are protocols of their own (:class:`SupportsEventQuery`,
 :class:`SupportsCaptureCheck`, :class:`SupportsHostFunc`, :class:`SupportsFastPath` for the
 calls a fence and a profiler fuse, and for CUDA graphs :class:`SupportsGraphs`, which captures a
 stream's work into a graph and launches it, and :class:`SupportsGraphRecord`, which records an
-event into a graph as a node each launch stamps). Which ones a backend has is decided by one
-rule everywhere (the fence, the profiler, the conformance kit, ``eventapi check``):
-``isinstance`` against the runtime-checkable protocol, asked once per backend class by
-:func:`capabilities_of` and cached.
+event into a graph as a node each launch stamps; for :func:`~eventapi.bench`,
+:class:`SupportsCacheFlush`, which writes over the device's cache between timed calls, and
+:class:`SupportsClocks`, which reads the device's clock and why it is held down). Which ones
+a backend has is decided by one rule everywhere (the fence, the profiler, the conformance kit,
+``eventapi check``): ``isinstance`` against the runtime-checkable protocol, asked once per
+backend class by :func:`capabilities_of` and cached.
 
 The contract is deliberately only what :class:`~eventapi.EventFence` and
 :class:`~eventapi.EventProfiler` need. Memory, launches and module loading have their own seams;
@@ -32,8 +34,11 @@ __all__ = [
     "GRAPH_METHODS",
     "PROTOCOL_METHODS",
     "Capabilities",
+    "DeviceClocks",
     "EventApi",
+    "SupportsCacheFlush",
     "SupportsCaptureCheck",
+    "SupportsClocks",
     "SupportsEventQuery",
     "SupportsFastPath",
     "SupportsGraphRecord",
@@ -45,6 +50,7 @@ __all__ = [
 E = TypeVar("E")
 S = TypeVar("S")
 G = TypeVar("G")
+B = TypeVar("B")
 E_contra = TypeVar("E_contra", contravariant=True)
 S_contra = TypeVar("S_contra", contravariant=True)
 
@@ -288,6 +294,66 @@ class SupportsGraphRecord(Protocol[E_contra, S_contra]):
         ...
 
 
+@runtime_checkable
+class SupportsCacheFlush(Protocol[S_contra, B]):
+    """Optional capability: write over the device's last-level (L2) cache from a stream.
+
+    What a benchmark puts between two timed calls so that each starts with a cold cache (Triton's
+    ``do_bench`` and nvbench do the same): a write of as many bytes as the cache holds, over a
+    scratch buffer the caller creates once and destroys when done. ``B`` is the buffer's handle.
+    Used by :func:`~eventapi.bench` (``cold_cache``), never inside a timed window.
+    """
+
+    def cache_size_bytes(self) -> int:
+        """The device's L2 cache size in bytes, as the device reports it; what a flush writes."""
+        ...
+
+    def cache_flush_create(self) -> B:
+        """A scratch buffer of :meth:`cache_size_bytes` on the device, for the flushes."""
+        ...
+
+    def stream_flush_cache(self, stream: S_contra, buffer: B) -> None:
+        """Enqueue a write of the whole of ``buffer`` on ``stream``; return once it is queued.
+
+        Into a stream capturing a graph it becomes a node of the graph, as any work does.
+        """
+        ...
+
+    def cache_flush_destroy(self, buffer: B) -> None:
+        """Release ``buffer``; a second call is a no-op. Call it once the flushes enqueued
+        with it have run (after a synchronize of their streams)."""
+        ...
+
+
+@final
+class DeviceClocks(NamedTuple):
+    """One reading of a device's clock: what :meth:`SupportsClocks.device_clocks` returns."""
+
+    clock_mhz: int
+    """The clock the device's compute units run at now (NVIDIA's SM clock), in MHz."""
+    max_clock_mhz: int
+    """The most that clock can reach, in MHz."""
+    throttle_reasons: tuple[str, ...]
+    """What holds the clock down now, in words (``"power cap"``, ``"thermal slowdown"``);
+    empty when nothing does. An idle device or a clock a user set is no throttling."""
+
+
+@runtime_checkable
+class SupportsClocks(Protocol):
+    """Optional capability: read the device's clock, and what throttles it.
+
+    Used by :func:`~eventapi.bench` before and after each batch of timed calls, never inside a
+    timed window: a device that slowed down for heat or power reads slower, and the result says
+    so. A backend offers it where a management library can be asked (the cuda backend through
+    NVML, with ``nvidia-ml-py`` installed).
+    """
+
+    def device_clocks(self) -> DeviceClocks:
+        """The device's clock now. Raises :class:`~eventapi.UnsupportedError`, saying why, when
+        the management library cannot be loaded or does not know the device."""
+        ...
+
+
 def _methods(protocol: type) -> tuple[str, ...]:
     members = vars(protocol).items()
     return tuple(name for name, member in members if not name.startswith("_") and callable(member))
@@ -323,6 +389,8 @@ class Capabilities(NamedTuple):
     fast_path: bool
     graphs: bool
     graph_record: bool
+    cache_flush: bool
+    clocks: bool
 
 
 # Backend classes -> their capabilities. Only grows, and only with classes, which live as long as
@@ -350,6 +418,8 @@ def capabilities_of(api: object, caller: str) -> Capabilities:
             fast_path=isinstance(api, SupportsFastPath),
             graphs=isinstance(api, SupportsGraphs),
             graph_record=isinstance(api, SupportsGraphRecord),
+            cache_flush=isinstance(api, SupportsCacheFlush),
+            clocks=isinstance(api, SupportsClocks),
         )
     return found
 

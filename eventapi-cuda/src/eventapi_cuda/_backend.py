@@ -40,6 +40,11 @@ made in C with their checks (``_native.c`` states the rules; docs/native.md says
 Graphs. ``SupportsGraphs`` (capture a stream into a graph, launch it) is made through the
 binding (``_graphs``), and ``SupportsGraphRecord`` (an event recorded into a graph as a node
 each launch stamps, ``CU_EVENT_RECORD_EXTERNAL``) in C: CUDA has both from 11.1 on.
+
+Benchmarks. ``SupportsCacheFlush`` (a memset of an L2-sized buffer, ``_cache``) is made through
+the binding; ``SupportsClocks`` (the SM clock and its throttle reasons, ``_nvml``) through NVML
+with nvidia-ml-py, and only where that is installed: without it the class has no
+``device_clocks``.
 """
 
 from __future__ import annotations
@@ -66,13 +71,17 @@ if sysconfig.get_config_var("Py_GIL_DISABLED"):
         "its compiled handles rely on it (docs/native.md); use the default build of CPython"
     )
 
-from . import _native
+from . import _native, _nvml
+from ._cache import CacheCalls, CacheFlush, FlushBuffer
 from ._graphs import Graph, GraphCalls, GraphCapture
 
 if TYPE_CHECKING:
     from eventapi import (
+        DeviceClocks,
         EventApi,
+        SupportsCacheFlush,
         SupportsCaptureCheck,
+        SupportsClocks,
         SupportsEventQuery,
         SupportsFastPath,
         SupportsGraphRecord,
@@ -282,6 +291,29 @@ _GRAPH_CALLS = GraphCalls(
 )
 
 
+_CACHE_CALLS = CacheCalls(
+    size=lambda ordinal: _graph_call(
+        driver.cuDeviceGetAttribute,
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+        ordinal,
+    ),
+    alloc=lambda nbytes: _graph_call(driver.cuMemAlloc, nbytes),
+    free=lambda pointer: _graph_call(driver.cuMemFree, pointer),
+    memset=lambda pointer, nbytes, raw: _graph_call(
+        driver.cuMemsetD8Async, pointer, 0, nbytes, driver.CUstream(raw)
+    ),
+    on_device=_in_context,
+    unusable=lambda: _forked_after_init or _call.lost is not None,
+)
+
+
+def _nvml_keys(ordinal: int) -> tuple[str, str]:
+    # Where NVML finds a CUDA device: its UUID as NVML writes it, and its PCI bus id.
+    uuid = _call(driver.cuDeviceGetUuid, ordinal)
+    bus_id = _call(driver.cuDeviceGetPCIBusId, 32, ordinal)
+    return _nvml.uuid_text(bytes(uuid.bytes)), bus_id.split(b"\0")[0].decode()
+
+
 def _release_primary_context(device: Any) -> None:
     # Once a backend object and every handle of it are gone (_native.Backend's on_gone): what
     # happens is only worth a log line. Never in a forked child or after the context was lost.
@@ -297,7 +329,7 @@ def _release_primary_context(device: Any) -> None:
 
 
 @final
-class CudaBackend(GraphCapture, _native.Backend):
+class CudaBackend(CacheFlush, GraphCapture, _native.Backend):
     """The CUDA driver's events and streams on one device.
 
     Build it with ``eventapi.backend("cuda")`` or ``eventapi.backend("cuda:N")``, which cache
@@ -322,10 +354,16 @@ class CudaBackend(GraphCapture, _native.Backend):
     Graphs: ``stream_begin_capture`` captures in relaxed mode (the capture may end on any
     thread), ``stream_end_capture`` returns the graph instantiated in this object's context,
     and ``event_record_in_graph`` records with ``CU_EVENT_RECORD_EXTERNAL``.
+
+    Benchmarks: ``cache_flush_create`` allocates ``CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE`` bytes
+    (``cuMemAlloc``) and ``stream_flush_cache`` writes them (``cuMemsetD8Async``);
+    ``device_clocks``, with nvidia-ml-py installed, reads the SM clock and its throttle reasons
+    from NVML, on the NVML device of this device's UUID (else PCI bus id).
     """
 
     BACKEND = "cuda"
     _GRAPH_CALLS = _GRAPH_CALLS
+    _CACHE_CALLS = _CACHE_CALLS
 
     def __init__(self, device: int = 0) -> None:
         ordinal = operator.index(device)
@@ -354,6 +392,7 @@ class CudaBackend(GraphCapture, _native.Backend):
         release = functools.partial(_release_primary_context, handle)
         super().__init__(self.BACKEND, ordinal, int(context), release)
         self._context = context  # where its graphs are instantiated
+        self._clocks = _nvml.NvmlClocks(functools.partial(_nvml_keys, handle))
 
     def __repr__(self) -> str:
         return f"<CudaBackend device={self.device}>"
@@ -373,6 +412,17 @@ class CudaBackend(GraphCapture, _native.Backend):
             raise TypeError(f"stream_launch_host_func needs a callable, got {fn!r}")
         launch_host_func(self.BACKEND, fn, functools.partial(self._enqueue_host_func, stream))
 
+    if _nvml.available():
+
+        def device_clocks(self) -> DeviceClocks:
+            """The SM clock, its maximum and its throttle reasons now, from NVML.
+
+            Raises :class:`~eventapi.UnsupportedError` when NVML cannot be opened or knows no
+            device of this UUID or PCI bus id, and :class:`~eventapi.DriverError` when a
+            reading fails.
+            """
+            return self._clocks.read()
+
 
 if TYPE_CHECKING:
 
@@ -384,3 +434,5 @@ if TYPE_CHECKING:
         _fast: SupportsFastPath[_native.Event, _native.Stream] = backend
         _graphs: SupportsGraphs[_native.Stream, Graph] = backend
         _graph_record: SupportsGraphRecord[_native.Event, _native.Stream] = backend
+        _cache: SupportsCacheFlush[_native.Stream, FlushBuffer] = backend
+        _clocks: SupportsClocks = backend

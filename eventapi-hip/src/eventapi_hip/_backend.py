@@ -41,6 +41,12 @@ without the capability for the process (its ``event_record_in_graph`` becomes No
 protocols' way of switching a method off: the runtime is the process's, so are its answers),
 and the ``eventapi`` logger says why, once, at INFO.
 
+Benchmarks. ``SupportsCacheFlush`` (a memset of a buffer of the device's L2 size, ``_cache``,
+linked from eventapi-cuda) is made through the binding. ``SupportsClocks`` is not offered yet:
+ROCm reads clocks through amdsmi (or rocm-smi), a library of its own that hip-python does not
+bind; a later version may use it, matched to the HIP device by PCI bus id or UUID as the cuda
+backend matches NVML's.
+
 hip-python facts this module relies on, checked against the binding's source
 (``rocm/bindings/hip.pyx``, ``cyhip.pyx``):
 
@@ -82,11 +88,13 @@ if sysconfig.get_config_var("Py_GIL_DISABLED"):
     )
 
 from . import _native
+from ._cache import CacheCalls, CacheFlush, FlushBuffer
 from ._graphs import Graph, GraphCalls, GraphCapture
 
 if TYPE_CHECKING:
     from eventapi import (
         EventApi,
+        SupportsCacheFlush,
         SupportsCaptureCheck,
         SupportsEventQuery,
         SupportsFastPath,
@@ -279,6 +287,17 @@ _GRAPH_CALLS = GraphCalls(
     unusable=lambda: _forked_after_use or _call.lost is not None,
 )
 
+_CACHE_CALLS = CacheCalls(
+    size=lambda ordinal: _graph_call(
+        hip.hipDeviceGetAttribute, hip.hipDeviceAttribute_t.hipDeviceAttributeL2CacheSize, ordinal
+    ),
+    alloc=lambda nbytes: _graph_call(hip.hipMalloc, nbytes),
+    free=lambda pointer: _graph_call(hip.hipFree, pointer),
+    memset=lambda pointer, nbytes, raw: _graph_call(hip.hipMemsetAsync, pointer, 0, nbytes, raw),
+    on_device=_on_device,
+    unusable=lambda: _forked_after_use or _call.lost is not None,
+)
+
 # Whether this process's runtime stamps an event recorded into a graph as a node: None until
 # the first backend object tried it, then "" where it does, or why it does not.
 _graph_records_refused: str | None = None
@@ -330,7 +349,7 @@ def _runtime_version() -> str:
 
 
 @final
-class HipBackend(GraphCapture, _native.Backend):
+class HipBackend(CacheFlush, GraphCapture, _native.Backend):
     """The HIP runtime's events and streams on one device.
 
     Build it with ``eventapi.backend("hip")`` or ``eventapi.backend("hip:N")``, which cache one
@@ -357,10 +376,14 @@ class HipBackend(GraphCapture, _native.Backend):
     thread), ``stream_end_capture`` returns the graph instantiated on this object's device, and
     ``event_record_in_graph`` records with ``hipEventRecordExternal`` where the runtime stamps
     such records (see the module docstring: None where it does not).
+
+    Benchmarks: ``cache_flush_create`` allocates ``hipDeviceAttributeL2CacheSize`` bytes
+    (``hipMalloc``) and ``stream_flush_cache`` writes them (``hipMemsetAsync``).
     """
 
     BACKEND = "hip"
     _GRAPH_CALLS = _GRAPH_CALLS
+    _CACHE_CALLS = _CACHE_CALLS
 
     def __init__(self, device: int = 0) -> None:
         ordinal = operator.index(device)
@@ -439,3 +462,4 @@ if TYPE_CHECKING:
         _fast: SupportsFastPath[_native.Event, _native.Stream] = backend
         _graphs: SupportsGraphs[_native.Stream, Graph] = backend
         _graph_record: SupportsGraphRecord[_native.Event, _native.Stream] = backend
+        _cache: SupportsCacheFlush[_native.Stream, FlushBuffer] = backend

@@ -21,7 +21,9 @@ import pytest
 from .._errors import EventStateError
 from .._protocol import (
     PROTOCOL_METHODS,
+    SupportsCacheFlush,
     SupportsCaptureCheck,
+    SupportsClocks,
     SupportsEventQuery,
     SupportsFastPath,
     SupportsGraphRecord,
@@ -61,6 +63,8 @@ CAPABILITIES: Final[dict[str, type]] = {
     "SupportsFastPath": SupportsFastPath,
     "SupportsGraphs": SupportsGraphs,
     "SupportsGraphRecord": SupportsGraphRecord,
+    "SupportsCacheFlush": SupportsCacheFlush,
+    "SupportsClocks": SupportsClocks,
 }
 """The optional capabilities by name, in the order of :class:`eventapi._protocol.Capabilities`."""
 
