@@ -78,7 +78,14 @@ class BenchResult:
     enqueued nothing the stream could time) or its calls took at least 100 times longer
     on the host than on the stream; ``False`` when the stream timed its work; ``None``
     when the run cannot tell, a launch-bound run on a free stream, whose readings are the
-    host's time per call. Users receive results; they never build one.
+    host's time per call.
+
+    ``cold_cache`` says whether a write of ``flush_bytes`` (the device's L2 size) ran before
+    each window, outside it; ``graph`` whether each window launched a graph of
+    ``calls_per_window`` captured calls. ``clock_mhz`` is the lowest and highest clock read
+    around the timed batches (``None`` where the backend cannot read it), ``throttled`` whether
+    any reading gave a throttle reason (``throttle_reasons``, all of them) or a clock below 75 %
+    of its maximum (``None`` without readings). Users receive results; they never build one.
     """
 
     n: int
@@ -107,6 +114,12 @@ class BenchResult:
     steady: bool = False
     elapsed_ns: int = 0
     warnings: tuple[str, ...] = ()
+    cold_cache: bool = False
+    flush_bytes: int = 0
+    graph: bool = False
+    clock_mhz: tuple[int, int] | None = None
+    throttled: bool | None = None
+    throttle_reasons: tuple[str, ...] = ()
 
     @property
     def relative_noise(self) -> float | None:
@@ -129,13 +142,25 @@ class BenchResult:
     def compare(self, other: BenchResult) -> Comparison:
         """This result's median time over ``other``'s, with its 95 % interval.
 
-        Raises :class:`TypeError` when ``other`` is not a :class:`BenchResult`.
+        Raises :class:`TypeError` when ``other`` is not a :class:`BenchResult`, and
+        :class:`ValueError` when the two were measured differently, one with a cold cache and
+        one warm, or one from a graph and one not: the ratio would be the method's.
         """
         if not isinstance(other, BenchResult):
             raise TypeError(
                 f"compare: other must be a BenchResult (what eventapi.bench returns), not "
                 f"{type(other).__qualname__} {bounded_repr(other)}"
             )
+        for what, this, that in (
+            ("cold_cache", self.cold_cache, other.cold_cache),
+            ("graph", self.graph, other.graph),
+        ):
+            if this != that:
+                raise ValueError(
+                    f"compare: this result ran with {what}={this} and the other with {what}="
+                    f"{that}, so the ratio would measure that difference, not the calls; run "
+                    f"both with the same {what}"
+                )
         mine = _widened(sorted(self.readings_ns), self.resolution_ns, _EACH_SIDE)
         theirs = _widened(sorted(other.readings_ns), other.resolution_ns, _EACH_SIDE)
         ratio = self.median_ns / other.median_ns if other.median_ns > 0 else math.inf
@@ -182,6 +207,16 @@ class BenchResult:
                 parts.append(f"gap {duration_text(self.gap_median_ns)}")
             if self.launch_bound and self.held:
                 parts.append("launch-bound")
+            if self.clock_mhz is not None:
+                slowest, fastest = self.clock_mhz
+                clock = f"{slowest}-{fastest}" if slowest != fastest else f"{slowest}"
+                parts.append(f"clock {clock} MHz")
+            if self.throttled:
+                parts.append(f"throttled ({', '.join(self.throttle_reasons) or 'slow clock'})")
+        if self.cold_cache:
+            parts.append(f"cold cache ({self.flush_bytes / 2**20:.3g} MiB flushed)")
+        if self.graph:
+            parts.append("graph replay")
         if self.held:
             parts.append("stream held")
         parts.append(f"stopped by {self.stopped_by} after {self.elapsed_ns / 1e9:.2f} s")

@@ -20,6 +20,12 @@ window around ``fn(stream)`` (``calls_per_window`` calls in batch mode):
 With ``hold_stream``, each batch is enqueued behind a host function that blocks the stream
 until the whole batch is queued, so the calls run back to back as on a busy device.
 
+A cold cache (:class:`~eventapi.SupportsCacheFlush`) is a write of the device's L2 size enqueued
+before each window's call, after its ``setup``, outside every window. In graph mode
+(:class:`~eventapi.SupportsGraphs`) a window is one launch of a graph of ``calls_per_window``
+captured calls. The device's clocks (:class:`~eventapi.SupportsClocks`) are read before and
+after each timed batch.
+
 The phases after the estimate start a batch only when its windows, at the pace of the last
 ones, fit in their budget, so a run ends within ``warmup_ms`` + :data:`LONGER_RUN` times
 ``rep_ms`` after its estimate, unless a single window is longer than that; batch mode never
@@ -37,11 +43,19 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from .._arguments import bounded_repr, check_bool, check_int, check_real
-from .._errors import CaptureError, UnsupportedError
+from .._errors import CaptureError, DriverError, UnsupportedError
 from .._profiling._anchor import TIMER_RESOLUTION_NS
 from .._profiling._profiler import EventProfiler
 from .._profiling._span import Span
-from .._protocol import EventApi, SupportsHostFunc, capabilities_of
+from .._protocol import (
+    DeviceClocks,
+    EventApi,
+    SupportsCacheFlush,
+    SupportsClocks,
+    SupportsGraphs,
+    SupportsHostFunc,
+    capabilities_of,
+)
 from .._ranks import nearest_rank
 from ._result import BenchResult, StoppedBy, duration_text, summarize
 from ._stats import MIN_N, median_interval, trend
@@ -106,6 +120,10 @@ HOLD_TIMEOUT_S: Final = 1.0
 also waits 20 times the batch's expected enqueue time, so only an ``fn`` that waits for the
 stream, or one a hundred times slower than it was, outlives it."""
 
+THROTTLED_BELOW: Final = 0.75
+"""A clock read below this share of its maximum counts as throttled, whatever the backend says
+of the reasons: nvbench's rule (it compares with the default clock)."""
+
 _HOST_TIMER: Final = "time it with a host timer (time.perf_counter_ns, timeit) instead"
 
 
@@ -125,6 +143,8 @@ class _Options:
     held: bool
     calls_per_window: int | None
     with_setup: bool
+    cold: bool | None
+    graph: bool
 
     def __post_init__(self) -> None:
         if not (self.warmup_ms >= 0.0 and self.rep_ms > 0.0):
@@ -142,11 +162,13 @@ class _Options:
                 f"bench needs min_n >= {MIN_N}: below that no 95 % interval of the median exists, "
                 f"got {self.min_n}"
             )
-        if self.with_setup and self.calls_per_window not in (None, 1):
-            raise ValueError(
-                "bench: setup runs before every call outside its window, and batch mode puts "
-                f"{self.calls_per_window} calls in one window; pass calls_per_window=1 or no setup"
-            )
+        for what, on in (("setup", self.with_setup), ("cold_cache=True", self.cold)):
+            if on and self.calls_per_window not in (None, 1):
+                raise ValueError(
+                    f"bench: {what} acts before every window, outside it, and calls_per_window="
+                    f"{self.calls_per_window} puts that many calls in one window, all but the "
+                    f"first without it; pass calls_per_window=1 or no {what}"
+                )
 
 
 @final
@@ -180,6 +202,10 @@ class _Runner:
     warmup_n: int = 0
     steady: bool = False
     warnings: list[str] = field(default_factory=list)
+    flush: Any = None  # the cache flush's buffer, while the cache is to be cold
+    flush_bytes: int = 0
+    graph: Any = None  # in graph mode, the graph of per_window calls a window launches
+    clocks: list[DeviceClocks] | None = field(default_factory=list)  # None: none to be had
 
     @property
     def resolution_ns(self) -> int:
@@ -199,6 +225,9 @@ class _Runner:
         target = self.prof.stream
         per_window = 0 if empty else self.per_window
         window = self.prof.window
+        api: Any = self.prof.api
+        flush = None if empty else self.flush
+        graph = None if empty else self.graph
         now = time.perf_counter_ns
         out = _Batch()
         ends: list[int] = []
@@ -212,18 +241,21 @@ class _Runner:
 
         began = now()
         if held:
-            api = self.prof.api
-            assert isinstance(api, SupportsHostFunc)  # checked by bench before any hold
-            api.stream_launch_host_func(target, hold)
+            api.stream_launch_host_func(target, hold)  # bench checked SupportsHostFunc
         try:
             for _ in range(count):
                 if setup is not None:
                     with window("setup"):
                         setup(target)
+                if flush is not None:
+                    api.stream_flush_cache(target, flush)
                 opened = now()
                 with window("call"):
-                    for _ in range(per_window):
-                        fn(target)
+                    if graph is not None:
+                        api.graph_launch(graph, target)
+                    else:
+                        for _ in range(per_window):
+                            fn(target)
                 closed = now()
                 out.host.append(closed - opened)
                 ends.append(closed)
@@ -318,6 +350,8 @@ def bench(
     min_n: int = 10,
     hold_stream: bool = False,
     calls_per_window: int | None = None,
+    cold_cache: bool | None = None,
+    graph: bool = False,
 ) -> BenchResult:
     """Call ``fn(stream)`` repeatedly and time each call with events on ``stream``.
 
@@ -341,6 +375,14 @@ def bench(
     (``escaped``); free, that its readings are the host's time per call (launch-bound). Time
     host code with a host timer.
 
+    ``cold_cache`` writes over the device's L2 cache before each window, outside it
+    (:class:`~eventapi.SupportsCacheFlush`): ``None`` (the default) where the backend can and a
+    window holds one call, ``True`` always (one call per window), ``False`` never.
+    ``graph=True`` captures ``calls_per_window`` calls of ``fn`` into a graph and times each
+    launch of it (:class:`~eventapi.SupportsGraphs`): the launch gaps between the calls are
+    gone. Where the backend can read the device's clock (:class:`~eventapi.SupportsClocks`),
+    it is read before and after each timed batch, and a throttled device is reported.
+
     The run ends within ``warmup_ms`` + 10 x ``rep_ms`` of wall time after its first call and
     estimate (at most nine windows; held, a probing call, eight held windows and 32 empty
     ones more), unless one window alone is longer than that.
@@ -351,8 +393,10 @@ def bench(
     ``api`` that is not a backend object); :class:`ValueError` for a bad budget or option (a
     NaN or infinite one included), or when ``hold_stream`` is given an ``fn`` that waits for
     its own stream (found in one probing call, within a second; never a hang);
-    :class:`~eventapi.UnsupportedError` for ``hold_stream`` on a backend without host
-    functions; :class:`~eventapi.CaptureError` on a capturing stream. Whatever ``fn`` or
+    :class:`~eventapi.UnsupportedError` for ``hold_stream``, ``cold_cache=True`` or
+    ``graph=True`` on a backend without what it needs; :class:`ValueError` too when ``graph``
+    is given an ``fn`` that cannot be captured; :class:`~eventapi.CaptureError` on a capturing
+    stream. Whatever ``fn`` or
     ``setup`` raise, and :class:`~eventapi.DriverError`, propagate after the profiler and the
     stream it made were released.
     """
@@ -374,6 +418,8 @@ def bench(
             else check_int(calls_per_window, "bench: calls_per_window", minimum=1)
         ),
         with_setup=setup is not None,
+        cold=None if cold_cache is None else check_bool(cold_cache, "bench: cold_cache"),
+        graph=check_bool(graph, "bench: graph"),
     )
     if api is None:
         from .._plugins._selection import backend
@@ -381,28 +427,100 @@ def bench(
         api = backend()
     else:
         capabilities_of(api, "bench(api=...)")  # TypeError for a non-backend
-    if options.held and not isinstance(api, SupportsHostFunc):
-        raise UnsupportedError(
-            f"bench(hold_stream=True) needs a backend with host functions (SupportsHostFunc); "
-            f"{api.BACKEND} has none: pass hold_stream=False"
-        )
+    for wanted, protocol, what in (
+        (options.held, SupportsHostFunc, "hold_stream=True"),
+        (options.cold, SupportsCacheFlush, "cold_cache=True"),
+        (options.graph, SupportsGraphs, "graph=True"),
+    ):
+        if wanted and not isinstance(api, protocol):
+            raise UnsupportedError(
+                f"bench({what}) needs a backend with {protocol.__name__}; {api.BACKEND} has none: "
+                f"pass {what.split('=')[0]}=False"
+            )
     # The profiler keeps no spans and no summary: the readings are kept here, exactly.
     with EventProfiler(api, stream, label="bench", max_names=2, max_spans=0) as prof:
         run = _Runner(prof, fn, setup, options)
-        _estimate(run)
-        _warm_up(run)
-        timed, stopped = _time(run)
+        try:
+            _estimate(run)
+            _warm_up(run)
+            timed, stopped = _time(run)
+        finally:
+            _release(run)
     return _result(run, timed, stopped)
+
+
+def _release(run: _Runner) -> None:
+    """Destroy the graph, and the flush's buffer once the stream ran every flush."""
+    api: Any = run.prof.api
+    graph, run.graph = run.graph, None
+    if graph is not None:
+        api.graph_destroy(graph)
+    if run.flush is not None:
+        try:
+            api.stream_synchronize(run.prof.stream)
+        finally:
+            api.cache_flush_destroy(run.flush)
+
+
+def _capture(run: _Runner, calls: int) -> Any:
+    """A graph of ``calls`` calls of ``fn``, captured from the stream; ValueError if not."""
+    api: Any = run.prof.api
+    stream = run.prof.stream
+    failure: Exception | None = None
+    api.stream_begin_capture(stream)
+    try:
+        for _ in range(calls):
+            run.fn(stream)
+    except Exception as exc:
+        failure = exc
+    finally:
+        try:
+            graph = api.stream_end_capture(stream)
+        except DriverError as exc:  # a call the capture could not take invalidated it
+            failure, graph = failure or exc, None
+    if failure is None:
+        return graph
+    if graph is not None:
+        api.graph_destroy(graph)
+    raise ValueError(
+        f"bench(graph=True): fn could not be captured into a graph ({type(failure).__name__}: "
+        f"{failure}). A capture takes only work enqueued on the stream: no synchronize, no "
+        "host callback, no allocation. A framework that captures through its own API "
+        "(torch.cuda.graph, CuPy's Stream.begin_capture) must make the graph itself: capture "
+        "fn with it and bench a function that launches that graph, with graph=False"
+    ) from failure
+
+
+def _read_clocks(run: _Runner) -> None:
+    """One reading of the device's clock, where the backend can take one."""
+    api = run.prof.api
+    if not isinstance(api, SupportsClocks) or run.clocks is None:
+        return
+    try:
+        run.clocks.append(api.device_clocks())
+    except UnsupportedError:
+        run.clocks = None  # the backend cannot read them here: no more tries
 
 
 def _estimate(run: _Runner) -> None:
     """The first call, untimed, then the windows that size the run (the module docstring)."""
     options = run.options
     stream = run.prof.stream
+    api: Any = run.prof.api
     if run.setup is not None:
         run.setup(stream)
     run.fn(stream)
-    run.prof.api.stream_synchronize(stream)
+    api.stream_synchronize(stream)
+    cold = options.cold
+    if cold is None:  # where it can, unless the caller put more calls in a window
+        cold = isinstance(api, SupportsCacheFlush) and options.calls_per_window in (None, 1)
+    if cold and (size := api.cache_size_bytes()) > 0:
+        run.flush, run.flush_bytes = api.cache_flush_create(), size
+    capture_ns = 0
+    if options.graph:
+        began = time.perf_counter_ns()
+        run.graph = _capture(run, 1)
+        capture_ns = time.perf_counter_ns() - began
     # One window alone first, so that a long call costs one call here, not eight.
     first = run.batch(1, held=False)
     # The rest unless they alone would spend rep_ms; held, the verdict needs them.
@@ -417,12 +535,17 @@ def _estimate(run: _Runner) -> None:
     per_window = options.calls_per_window
     if per_window is None:
         per_window = 1
-        if not options.with_setup and run.device_each < BATCH_BELOW_NS:
+        if not options.with_setup and run.flush is None and run.device_each < BATCH_BELOW_NS:
             per_window = min(MAX_PER_WINDOW, -(-BATCH_WINDOW_NS // max(run.device_each, 1)))
-            # The host's time counts too: MIN_N windows of these calls fit in rep_ms.
-            each_call = max(run.host_each_ns, float(run.device_each), 1.0)
+            # The host's time counts too: MIN_N windows of these calls fit in rep_ms (in graph
+            # mode, capturing them does).
+            each_call = max(run.host_each_ns, float(run.device_each), capture_ns, 1.0)
             per_window = max(1, min(per_window, int(options.rep_ms * 1e6 / MIN_N / each_call)))
     run.per_window = per_window
+    if run.graph is not None and per_window > 1:
+        api.graph_destroy(run.graph)
+        run.graph = None  # released by bench even if the capture below fails
+        run.graph = _capture(run, per_window)
     per_read = sum(b.wall_ns for b in sizing) / sum(len(b.device) for b in sizing)
     run.each_ns = max(float(run.device_each), run.host_each_ns, per_read) * per_window
 
@@ -458,6 +581,7 @@ def _time(run: _Runner) -> tuple[_Batch, StoppedBy]:
     start = now()
     deadline = start + int(options.rep_ms * 1e6)
     limit = start + int(LONGER_RUN * options.rep_ms * 1e6)
+    _read_clocks(run)
     try:
         while True:
             n = len(timed.device)
@@ -481,6 +605,7 @@ def _time(run: _Runner) -> tuple[_Batch, StoppedBy]:
             if n < MIN_N:  # past rep_ms only as far as 6 readings take, within the limit
                 fits = min(max(fits, MIN_N - n), int((limit - left) / run.each_ns))
             batch = run.batch(max(1, min(want, fits, READ_BATCH)), held=options.held)
+            _read_clocks(run)
             calls = run.per_window
             timed.device += [_per_call(d, calls) for d in batch.device]
             timed.host += [_per_call(h, calls) for h in batch.host]
@@ -547,6 +672,18 @@ def _result(run: _Runner, timed: _Batch, stopped: StoppedBy) -> BenchResult:
                 f"its work on the calling thread, {_HOST_TIMER}"
             )
     gaps = [g for g in timed.gaps if g is not None]
+    clocks = run.clocks or []
+    mhz = [c.clock_mhz for c in clocks]
+    reasons = tuple(sorted({r for c in clocks for r in c.throttle_reasons}))
+    slow = any(c.clock_mhz < THROTTLED_BELOW * c.max_clock_mhz for c in clocks)
+    if reasons or slow:
+        why = ", ".join(reasons) or f"a clock below {THROTTLED_BELOW:.0%} of its maximum"
+        warnings.append(
+            f"the device was throttled during the timed calls ({why}; its clock read "
+            f"{min(mhz)} to {max(mhz)} MHz of {max(c.max_clock_mhz for c in clocks)} MHz), so the "
+            "readings are those of a slowed device: check its cooling and power limit, and run "
+            "again"
+        )
     return BenchResult(
         n=n,
         min_ns=ordered[0],
@@ -574,6 +711,12 @@ def _result(run: _Runner, timed: _Batch, stopped: StoppedBy) -> BenchResult:
         steady=run.steady,
         elapsed_ns=timed.wall_ns,
         warnings=tuple(warnings),
+        cold_cache=run.flush is not None,
+        flush_bytes=run.flush_bytes,
+        graph=options.graph,
+        clock_mhz=(min(mhz), max(mhz)) if mhz else None,
+        throttled=bool(reasons or slow) if clocks else None,
+        throttle_reasons=reasons,
     )
 
 

@@ -4,7 +4,8 @@ The target is imported as ``python -m`` would find it (the current directory fir
 path) and called as ``fn(stream)``. ``--backend NAME`` selects the backend the way
 ``EVENTAPI_BACKEND`` does, and sets that variable for the run, so that an ``fn`` that calls
 ``eventapi.backend()`` itself gets the same backend object. One line per result, or
-``--json``: the result's fields (readings in time order included) as one JSON object.
+``--json``: the result's fields (readings in time order included) as one JSON object. The
+result's warnings (a throttled device among them) go to stderr, one line each, in both forms.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def add_bench_parser(commands: Any) -> None:
         "--hold-stream",
         action="store_true",
         help="hold the stream until each batch is enqueued (calls run back to back)",
+    )
+    bench.add_argument(
+        "--cold-cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write over the device's L2 cache before each call (default: where the backend can)",
+    )
+    bench.add_argument(
+        "--graph", action="store_true", help="capture the calls into a graph and time its launches"
     )
 
 
@@ -109,6 +119,8 @@ def run_bench(args: argparse.Namespace, *, out: TextIO) -> int:
             min_n=args.min_n,
             hold_stream=args.hold_stream,
             calls_per_window=args.calls_per_window,
+            cold_cache=args.cold_cache,
+            graph=args.graph,
         )
     except (ValueError, EventApiError):
         raise
@@ -119,6 +131,6 @@ def run_bench(args: argparse.Namespace, *, out: TextIO) -> int:
         out.write(json.dumps({"target": args.target, **result.as_dict()}) + "\n")
     else:
         out.write(f"{args.target} on {result.describe()}\n")
-        for warning in result.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
