@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import pytest
 from emulated_driver import DriverName, EmulatedDriver, begin_capture, end_capture, load
-from threads import JOIN_S, Waiter, release_and_join
+from threads import JOIN_S, Waiter, release_and_join, settles
 
 import eventapi
 from eventapi import CaptureError, DriverError, EventFence, EventProfiler, EventStateError
@@ -149,7 +149,9 @@ def emu(kind: DriverName) -> Iterator[EmulatedDriver]:
     driver.clear_faults()
     after = driver.live_handles()
     assert (after.events, after.streams) == (before.events, before.streams), "driver leak"
-    assert pending_host_funcs() == 0, "a launched host function never ran"
+    # A stream destroyed with work queued returns at once (as CUDA's does): a host function a
+    # test left behind that work runs when the driver's thread gets to it.
+    assert settles(lambda: pending_host_funcs() == 0), "a launched host function never ran"
 
 
 @pytest.fixture

@@ -89,3 +89,18 @@ def blocked_in(thread: threading.Thread, function: str) -> bool:
             frame = frame.f_back
         time.sleep(0.001)
     return False
+
+
+def settles(condition: Callable[[], bool]) -> bool:
+    """True once ``condition()`` holds; False if it still does not after :data:`JOIN_S`.
+
+    For what another thread finishes on its own after the test's last call returned (a host
+    function an earlier test left queued behind a stream's work, say): the deadline only
+    bounds a hang.
+    """
+    deadline = time.monotonic() + JOIN_S
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+    return True
