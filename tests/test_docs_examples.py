@@ -161,9 +161,7 @@ CHECKS: dict[str, Callable[[str, Path], None]] = {
 
 # Pages whose blocks do not run as written, and why: their run must fail (a strict xfail), so
 # the entry goes as soon as the page is fixed.
-KNOWN_BROKEN: dict[str, str] = {
-    "docs/bench.md": "its block calls launch_matmul, zero_l2_scratch and matmul_v2 undefined",
-}
+KNOWN_BROKEN: dict[str, str] = {}
 
 
 def page_params() -> list[object]:
