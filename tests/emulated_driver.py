@@ -189,6 +189,8 @@ class LoggedOp(NamedTuple):
     stream: int
     """The stream's raw handle (0 for an implicit stream)."""
     kind: Literal["record", "wait", "host", "memset"]
+    timed: bool
+    """A record of an event with timing (a window's; a stream synchronize records one without)."""
     began_ns: int
     """On the device clock, as events are stamped."""
     ended_ns: int
@@ -262,6 +264,7 @@ class EmulatedDriver:
         lib.emu_op_log_get.argtypes = [
             ctypes.c_long,
             ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_int),
             ctypes.POINTER(ctypes.c_int),
             ctypes.POINTER(ctypes.c_int64),
             ctypes.POINTER(ctypes.c_int64),
@@ -392,14 +395,19 @@ class EmulatedDriver:
         ``stop``, logging stops."""
         lib = self._lib
         entries = []
-        stream, kind = ctypes.c_uint64(), ctypes.c_int()
+        stream, kind, timed = ctypes.c_uint64(), ctypes.c_int(), ctypes.c_int()
         began, ended, nbytes = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_longlong()
         for i in range(lib.emu_op_log_count()):
-            refs = (stream, kind, began, ended, nbytes)
+            refs = (stream, kind, timed, began, ended, nbytes)
             if lib.emu_op_log_get(i, *(ctypes.byref(ref) for ref in refs)) == 0:
                 entries.append(
                     LoggedOp(
-                        stream.value, _OP_KINDS[kind.value], began.value, ended.value, nbytes.value
+                        stream.value,
+                        _OP_KINDS[kind.value],
+                        bool(timed.value),
+                        began.value,
+                        ended.value,
+                        nbytes.value,
                     )
                 )
         if stop:

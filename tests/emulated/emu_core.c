@@ -65,6 +65,7 @@ typedef struct op {
     int type;
     int done;         /* OP_RECORD: the stream reached it */
     int64_t stamp_ns; /* OP_RECORD: the device clock (device_clock_ns) when reached */
+    int timing;       /* OP_RECORD: its event was created with timing (for the log) */
     struct op *target; /* OP_WAIT: the record waited for (a reference is held) */
     emu_host_fn fn;    /* OP_HOST */
     void *arg;
@@ -142,6 +143,7 @@ typedef struct ctx {
 typedef struct logged_op {
     uint64_t stream;
     int kind;
+    int timing;
     int64_t began_ns, ended_ns;
     long long bytes;
 } logged_op;
@@ -434,10 +436,11 @@ static void op_unref(op *o) {
 }
 
 /* Log an operation a stream completed, when the log is on (g.mu held). */
-static void log_op(const stream *s, int kind, int64_t began_ns, int64_t ended_ns,
-                   long long bytes) {
+static void log_op(const stream *s, const op *o, int64_t began_ns, int64_t ended_ns) {
     if (g.log_cap <= 0) return;
-    g.log[g.log_count % g.log_cap] = (logged_op){s->handle, kind, began_ns, ended_ns, bytes};
+    long long bytes = o->type == OP_MEMSET ? (long long)o->bytes : 0;
+    g.log[g.log_count % g.log_cap] =
+        (logged_op){s->handle, o->type, o->timing, began_ns, ended_ns, bytes};
     g.log_count++;
 }
 
@@ -534,10 +537,7 @@ static void *worker(void *arg) {
         default:
             break;
         }
-        if (g.log_cap > 0) {
-            log_op(s, o->type, began, o->type == OP_RECORD ? began : device_clock_ns(),
-                   o->type == OP_MEMSET ? (long long)o->bytes : 0);
-        }
+        if (g.log_cap > 0) log_op(s, o, began, o->type == OP_RECORD ? began : device_clock_ns());
         /* Popped only now, so the stream reads as busy while the operation runs. */
         s->head = o->next;
         if (s->head == NULL) s->tail = NULL;
@@ -864,6 +864,7 @@ static emu_status record_on(event *e, stream *s) {
     op *o = calloc(1, sizeof *o);
     if (o == NULL) return EMU_E_OUT_OF_MEMORY;
     o->type = OP_RECORD;
+    o->timing = e->timing;
     o->refs = 1; /* the event's reference */
     if (e->last_rec) op_unref(e->last_rec);
     e->last_rec = o;
@@ -873,7 +874,7 @@ static emu_status record_on(event *e, stream *s) {
          * caller's thread, and no worker is woken (see EMU_INSTANT in README.md). */
         o->stamp_ns = device_clock_ns();
         o->done = 1;
-        log_op(s, OP_RECORD, o->stamp_ns, o->stamp_ns, 0);
+        log_op(s, o, o->stamp_ns, o->stamp_ns);
     } else {
         enqueue(s, o);
     }
@@ -1528,7 +1529,7 @@ long emu_op_log_count(void) {
     return n;
 }
 
-int emu_op_log_get(long i, uint64_t *stream_handle, int *kind, int64_t *began_ns,
+int emu_op_log_get(long i, uint64_t *stream_handle, int *kind, int *timing, int64_t *began_ns,
                    int64_t *ended_ns, long long *bytes) {
     int rc = -1;
     lock();
@@ -1538,6 +1539,7 @@ int emu_op_log_get(long i, uint64_t *stream_handle, int *kind, int64_t *began_ns
         const logged_op *e = &g.log[(g.log_count - kept + i) % g.log_cap];
         if (stream_handle != NULL) *stream_handle = e->stream;
         if (kind != NULL) *kind = e->kind;
+        if (timing != NULL) *timing = e->timing;
         if (began_ns != NULL) *began_ns = e->began_ns;
         if (ended_ns != NULL) *ended_ns = e->ended_ns;
         if (bytes != NULL) *bytes = e->bytes;

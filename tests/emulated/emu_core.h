@@ -226,13 +226,14 @@ EMU_EXPORT void emu_set_memset_rate(long long bytes_per_us);
  * The operation log: with a capacity > 0, every operation a stream completes from now on (a
  * record, a wait, a host function, a memset) is logged in the order they complete, up to that
  * many (earlier entries dropped); 0 stops logging. Each entry: the stream's handle (0 for an
- * implicit stream), the kind (EMU_OP_*), when it began and ended on the device clock, and a
- * memset's byte count. emu_op_log_get returns -1 for an entry that is not there.
+ * implicit stream), the kind (EMU_OP_*), for a record whether its event times (a synchronize's
+ * own event does not), when it began and ended on the device clock, and a memset's byte count.
+ * emu_op_log_get returns -1 for an entry that is not there.
  */
 enum { EMU_OP_RECORD = 1, EMU_OP_WAIT = 2, EMU_OP_HOST = 3, EMU_OP_MEMSET = 4 };
 EMU_EXPORT int emu_set_op_log(long capacity);
 EMU_EXPORT long emu_op_log_count(void);
-EMU_EXPORT int emu_op_log_get(long i, uint64_t *stream, int *kind, int64_t *began_ns,
-                              int64_t *ended_ns, long long *bytes);
+EMU_EXPORT int emu_op_log_get(long i, uint64_t *stream, int *kind, int *timing,
+                              int64_t *began_ns, int64_t *ended_ns, long long *bytes);
 
 #endif /* EMU_CORE_H */
