@@ -61,7 +61,6 @@ from .._single_owner import SingleOwner
 from ._anchor import ANCHOR_SAMPLES, RATE_HISTORY, Anchor, Earlier, Placement, sample_anchor
 from ._graphs import GraphWindows, InGraph
 from ._nvtx import Ranges, ranges_for
-from ._pool import EventPool
 from ._sketch import DurationSummary, quantile_of
 from ._span import Span, Stats, spans_of
 from ._table import stats_table
@@ -335,7 +334,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_max_names",
         "_owns_stream",
         "_pending",
-        "_pool",
         "_ranges",
         "_read_pairs",
         "_record",
@@ -376,6 +374,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._at_rest: object = _CLOSED
         self._top: Window[E] | None = None  # the innermost open window
         self._pending: list[Window[E]] = []
+        # The pool: free events, taken by windows and anchors and given back once read, so that
+        # a window costs records, not creations. It grows to the most ever in flight at once.
+        self._free: list[E] = []
         self._last_end: E | None = None
         self._summaries: dict[str, DurationSummary] = {}
         self._max_names = max_names
@@ -422,8 +423,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         # where it has SupportsFastPath, else the plain calls they stand for. Bound to the
         # api's calls, never to this object: a bound method of its own kept in an attribute
         # would hold the profiler in a reference cycle.
-        self._pool: EventPool[E] = EventPool(api.event_create, api.event_destroy, api.BACKEND)
-        self._free = self._pool.free
         self._create = api.event_create
         self._elapsed = api.event_elapsed
         self._capturing: Callable[[Any], bool] | None = (
@@ -818,7 +817,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 Placement(anchor, earlier), windows, readings, in_graphs
             )
         except BaseException:
-            self._release_all(samples)
+            self._free.extend(samples)
             raise
         if in_graphs:
             # A sample of this anchor, reached after every launch read: those windows' mark.
@@ -919,10 +918,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         samples: list[E] = []
         try:
             for _ in range(ANCHOR_SAMPLES):
-                samples.append(self._pool.acquire())
+                samples.append(self._free.pop() if self._free else self._create())
             anchor, best = sample_anchor(self._api, self._anchor_target, samples)
         except BaseException:
-            self._release_all(samples)
+            self._free.extend(samples)
             raise
         samples.remove(best)
         samples.insert(0, best)
@@ -946,7 +945,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         if self._anchor_event is not None:
             self._free.append(self._anchor_event)
         self._anchor_event = samples.pop(0)
-        self._release_all(samples)
+        self._free.extend(samples)
         self._anchor = anchor
         self._earlier.clear()
         self._earlier.extend(earlier)
@@ -1054,10 +1053,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 f"{self._label}: {call} on a closed EventProfiler; create a new profiler"
             )
 
-    def _release_all(self, events: list[E]) -> None:
-        self._free.extend(events)
-        events.clear()
-
     def _release_everything(self) -> None:
         # Every later edge goes the long way, and is refused there.
         self._detour = self._at_rest = _CLOSED
@@ -1072,20 +1067,16 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             self._anchor_event = None
         if self._graphs is not None:  # the graphs are done with them: see docs/profiling.md
             self._free.extend(self._graphs.release())
-        self._pool.close()
-        self._free = self._pool.free
+        free, self._free = self._free, []
         streams = [self._anchor_stream] if self._anchor_stream is not None else []
         self._anchor_stream = None
         if self._owns_stream:
             self._owns_stream = False
             streams.append(self._stream)
-        for stream in streams:
-            try:
-                self._api.stream_destroy(stream)
-            except Exception:
-                _log.warning(
-                    "%s: destroying a stream of the profiler failed", self._label, exc_info=True
-                )
+        _destroy_each(self._api.event_destroy, free, f"{self._label}: destroying a pooled event")
+        _destroy_each(
+            self._api.stream_destroy, streams, f"{self._label}: destroying a stream of the profiler"
+        )
 
 
 @final
@@ -1182,6 +1173,16 @@ def _checked(
     if sink is not None and not callable(sink):
         raise TypeError(f"EventProfiler: sink must be callable, got {bounded_repr(sink)}")
     return names, spans
+
+
+def _destroy_each(destroy: Callable[[Any], object], handles: list[Any], what: str) -> None:
+    """``destroy`` each of ``handles``; a failure is logged (``what`` failed), as close() and
+    the finalizer have nowhere to raise it and nothing to retry."""
+    for handle in handles:
+        try:
+            destroy(handle)
+        except Exception:
+            _log.warning("%s failed", what, exc_info=True)
 
 
 def _refusal(label: str, call: str, holder: str) -> str:
