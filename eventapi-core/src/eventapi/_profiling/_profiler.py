@@ -134,7 +134,7 @@ class Window(SingleOwner, Generic[E]):
     @property
     def depth(self) -> int:
         """How many windows of the same profiler were open when this one opened."""
-        return _depth_of(self) if self._state else 0
+        return len(_chain(self._outer)) if self._state else 0
 
     @property
     def skipped(self) -> bool:
@@ -632,7 +632,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         window._outer = self._top
         self._top = window
         window._state = _IN_GRAPH
-        graphs.open(window._name, 0 if window._outer is None else _depth_of(window), event)
+        graphs.open(window._name, window.depth, event)
 
     def _stop_in_graph(self, window: Window[E]) -> None:
         # The end as a node of the same capture; a window whose capture ended while it was open
@@ -686,19 +686,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             window._state = _SKIPPED_DONE
             self._skipped += 1
 
-    def _open_windows(self) -> list[Window[E]]:
-        """The windows open, innermost first."""
-        opened: list[Window[E]] = []
-        top = self._top
-        while top is not None:
-            opened.append(top)
-            top = top._outer
-        return opened
-
     def _abandon_inside(self, window: Window[E], outer: Window[E] | None) -> None:
         # Windows nest: those opened inside ``window`` and still open lie above ``outer`` on
         # the stack (``window`` itself, or for a skipped one what was open when it opened).
-        opened = self._open_windows()
+        opened = _chain(self._top)
         if outer is not None and outer not in opened:
             return  # what was open around it was stopped since: nothing inside is open
         above = opened[: opened.index(outer)] if outer is not None else opened
@@ -852,7 +843,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         names: list[str] = list(map(_NAME, windows))
         durations = readings[:count]
         befores = readings[count : 2 * count]
-        depths = [0 if w._outer is None else _depth_of(w) for w in windows]
+        depths = [0 if w._outer is None else len(_chain(w._outer)) for w in windows]
         if in_graphs:
             in_graphs, in_durations, in_befores = GraphWindows.new(in_graphs, readings[2 * count :])
             names += [w.name for w in in_graphs]
@@ -972,7 +963,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                     # The latest start of a window still open: the stream reaches it before
                     # its events are destroyed (the collect waits for the ends). Not one in a
                     # graph: its capture may go on, where a wait would spoil it.
-                    opened = [w for w in self._open_windows() if w._state == _OPEN]
+                    opened = [w for w in _chain(self._top) if w._state == _OPEN]
                     if opened:
                         self._api.event_wait(opened[0]._start)
                 spans = self._collect()
@@ -986,7 +977,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     def _close_now(self) -> None:
         self._closed = True
-        opened = self._open_windows()
+        opened = _chain(self._top)
         if opened:
             _log.warning(
                 "%s: profiler closed with windows still open (%s); they were discarded",
@@ -1024,7 +1015,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         state = (
             "closed"
             if self._closed
-            else f"{len(self._open_windows())} open, {len(self._pending)} pending"
+            else f"{len(_chain(self._top))} open, {len(self._pending)} pending"
         )
         return f"<EventProfiler {self._label} {state}>"
 
@@ -1058,7 +1049,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._detour = self._at_rest = _CLOSED
         if self._ranges is not None:
             self._ranges.end_all()
-        for window in (*self._open_windows(), *self._pending):
+        for window in (*_chain(self._top), *self._pending):
             self._discard(window)
         self._top = None
         self._pending.clear()
@@ -1195,11 +1186,11 @@ def _refusal(label: str, call: str, holder: str) -> str:
     )
 
 
-def _depth_of(window: Window[Any]) -> int:
-    """How many windows were open when ``window`` opened: the length of its chain of outers."""
-    depth = 0
-    outer = window._outer
-    while outer is not None:
-        depth += 1
-        outer = outer._outer
-    return depth
+def _chain(window: Window[E] | None) -> list[Window[E]]:
+    """``window`` and the windows open around it when it opened, innermost first: from the
+    profiler's innermost open window, the windows open."""
+    chain: list[Window[E]] = []
+    while window is not None:
+        chain.append(window)
+        window = window._outer
+    return chain
