@@ -82,14 +82,15 @@ class Plugin(NamedTuple):
 class Entry(NamedTuple):
     """What discovery knows about one backend name: its rows, and the spec when it is sound.
 
-    ``loaded`` is selection's, for a sound spec: the objects loaded from it, per device. They
-    are dropped with the entry, when discovery forgets it (a rescan, a registration of the name).
+    ``loaded`` is selection's, for a sound spec: the objects loaded from it, per process id and
+    device. They are dropped with the entry, when discovery forgets it (a rescan, a registration
+    of the name).
     """
 
     rows: tuple[BackendInfo, ...]
     spec: BackendSpec | None
     plugin: Plugin | None
-    loaded: dict[int | None, Any] | None = None
+    loaded: dict[tuple[int, int | None], Any] | None = None
 
 
 Advance = Callable[[str, "BackendSpec | None"], None]

@@ -9,19 +9,20 @@ unusable here); it never falls back to another backend.
 Discovery (:mod:`eventapi._plugins._discovery`) says what exists; this module asks it for one name
 (``entry``) or for every row (``backends``) and never imports a plugin itself.
 
-One object per device: the loaded objects are kept per device in the name's discovery entry
-(``Entry.loaded``), and every spelling of one device is one key. ``"NAME"`` is loaded as
-``"NAME:<default_device>"`` when the plugin declares its default device; otherwise
+One object per device: the loaded objects are kept per process and device in the name's
+discovery entry (``Entry.loaded``), and every spelling of one device is one key. ``"NAME"`` is
+loaded as ``"NAME:<default_device>"`` when the plugin declares its default device; otherwise
 ``load(None)``'s object is filed under the device it reports (its ``device`` attribute) as
 well. They go with the entry, when discovery forgets it (a rescan, a registration of the name);
-a child after ``fork()`` does not use its parent's (objects are per process: the backends
-refuse a parent's handles there).
+a child after ``fork()`` has another process id, so it loads its own and never waits on a cell
+of its parent's (objects are per process: the backends refuse a parent's handles there).
 
-Locking: ``_lock`` guards the cells only. Each (name, device) has a once-cell: the first caller
-loads on its own thread holding that cell's lock only, later callers of *that pair* wait for it,
-and callers of any other pair, or of a pair already loaded, do not wait at all. A ``load`` may
-select another backend (a backend composed over ``host``); one that selects its own pair gets
-:class:`~eventapi.BackendError` instead of a deadlock.
+Locking: each (name, device) has a once-cell, found or put in the entry's dictionary by one
+``dict.setdefault``, which is atomic, so no lock guards the dictionary. The first caller loads
+on its own thread holding that cell's lock only, later callers of *that pair* wait for it, and
+callers of any other pair do not wait at all. A ``load`` may select another backend (a backend
+composed over ``host``); one that selects its own pair gets :class:`~eventapi.BackendError`
+instead of a deadlock.
 """
 
 from __future__ import annotations
@@ -57,41 +58,25 @@ _FORM: Final = "NAME or NAME:DEVICE, for example 'cuda' or 'cuda:1'"
 
 @final
 class _Cell:
-    """One device's object, loaded once in process ``pid`` under its ``lock``."""
+    """One device's object, loaded once under its ``lock``."""
 
-    __slots__ = ("loading", "lock", "obj", "pid")
+    __slots__ = ("loading", "lock", "obj")
 
     def __init__(self) -> None:
         self.lock = threading.RLock()  # held by the one loading: the device's other callers wait
         self.loading = False  # entered again by the thread loading: a load() that selects itself
         self.obj: Any = None
-        self.pid = os.getpid()
-
-
-_lock = threading.Lock()  # guards every entry's cells; never held while a backend loads
-
-
-def _after_fork_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()  # another thread may have held it at the fork
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _load_once(
-    spec: BackendSpec, plugin: Plugin, cells: dict[int | None, Any], device: int | None
+    spec: BackendSpec, plugin: Plugin, cells: dict[tuple[int, int | None], Any], device: int | None
 ) -> Any:
     """The object for ``device``, loaded once in this process and kept in ``cells``, the entry's."""
-    with _lock:
-        cell = cells.get(device)
-        if cell is None or cell.pid != os.getpid():  # none yet, or the parent's (a fork)
-            cell = cells[device] = _Cell()
-        elif cell.obj is not None:
-            return cell.obj
+    pid = os.getpid()
+    cell = cells.setdefault((pid, device), _Cell())
     with cell.lock:
         if cell.obj is not None:
-            return cell.obj  # loaded while this caller waited
+            return cell.obj  # loaded before, or while this caller waited
         if cell.loading:
             raise BackendError(
                 f"backend {_spelling(spec.name, device)!r}: its load() selected "
@@ -106,14 +91,11 @@ def _load_once(
             cell.loading = False
         reported = getattr(obj, "device", None)
         if device is None and isinstance(reported, int) and not isinstance(reported, bool):
-            with _lock:
-                same = cells.get(reported)
-                if same is None or same.pid != cell.pid:
-                    cells[reported] = cell
-                elif same.obj is not None:
-                    # A plugin without a default_device whose "NAME:N" came first: that object
-                    # stays the one; this second one is dropped unused.
-                    obj = same.obj
+            same = cells.setdefault((pid, reported), cell)
+            if same.obj is not None:
+                # A plugin without a default_device whose "NAME:N" came first: that object
+                # stays the one; this second one is dropped unused.
+                obj = same.obj
         cell.obj = obj
         return obj
 
@@ -264,7 +246,9 @@ def _spelling(name: str, device: int | None) -> str:
 # -- why a chosen name cannot be used ---------------------------------------------------------
 
 
-def _usable(name: str, source: str) -> tuple[BackendSpec, Plugin, dict[int | None, Any]]:
+def _usable(
+    name: str, source: str
+) -> tuple[BackendSpec, Plugin, dict[tuple[int, int | None], Any]]:
     subject = f"backend {name!r}" + (f" (from {ENV_BACKEND})" if source == ENV_BACKEND else "")
     entry = _discovery.entry(name)
     if entry is None:
