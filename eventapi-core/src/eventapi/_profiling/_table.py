@@ -7,7 +7,7 @@ pasted into an issue as it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from .._arguments import bounded_repr, check_int
@@ -28,10 +28,8 @@ _UNITS: Final = ((1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us"), (1, "ns
 
 
 def _unit(largest: int) -> tuple[int, str]:
-    for scale, name in _UNITS:
-        if largest >= scale:
-            return scale, name
-    return 1, "ns"
+    """The scale and name of the largest unit ``largest`` reaches (ns for 0)."""
+    return next((unit for unit in _UNITS if largest >= unit[0]), _UNITS[-1])
 
 
 def _number(ns: int, scale: int) -> str:
@@ -39,6 +37,14 @@ def _number(ns: int, scale: int) -> str:
         return str(ns)
     value = ns / scale
     return f"{value:.3f}" if value < 10 else f"{value:.2f}" if value < 100 else f"{value:.1f}"
+
+
+def _line(cells: Sequence[str], widths: list[int]) -> str:
+    """A line of the table: the name left-aligned in its column, each number right-aligned."""
+    return "  ".join(
+        cell.ljust(width) if i == 0 else cell.rjust(width)
+        for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+    )
 
 
 def stats_table(
@@ -60,33 +66,19 @@ def stats_table(
     else:
         field = "count" if sort_by == "count" else dict(_DURATIONS)[sort_by]
         rows = sorted(stats.items(), key=lambda item: (-getattr(item[1], field), item[0]))
-    shown = rows if limit is None else rows[:limit]
-    header = ["name", "count"]
-    columns: list[list[str]] = [[name for name, _ in shown], [str(s.count) for _, s in shown]]
+    shown = rows[:limit]
+    # Each column with its title on top.
+    columns = [["name", *(name for name, _ in shown)], ["count", *(str(s.count) for _, s in shown)]]
     for title, field in _DURATIONS:
         values = [getattr(s, field) for _, s in shown]
         scale, unit = _unit(max(values, default=0))
-        header.append(f"{title} ({unit})")
-        columns.append([_number(v, scale) for v in values])
-    widths = [max([len(h), *(len(c) for c in col)]) for h, col in zip(header, columns, strict=True)]
+        columns.append([f"{title} ({unit})", *(_number(v, scale) for v in values)])
+    widths = [max(map(len, column)) for column in columns]
+    header, *body = (_line(cells, widths) for cells in zip(*columns, strict=True))
     lines = [f"{label}: {len(stats)} names, {sum(s.count for s in stats.values())} windows"]
-    lines.append(
-        "  ".join(
-            h.ljust(w) if i == 0 else h.rjust(w)
-            for i, (h, w) in enumerate(zip(header, widths, strict=True))
-        )
-    )
-    lines.append("  ".join("-" * w for w in widths))
-    for r in range(len(shown)):
-        cells = [col[r] for col in columns]
-        lines.append(
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            )
-        )
+    lines += [header, "  ".join("-" * w for w in widths), *body]
     if len(shown) < len(rows):
         lines.append(f"({len(rows) - len(shown)} more names not shown)")
     if not rows:
         lines.append("(no window collected yet)")
-    return "\n".join(line.rstrip() for line in lines) + "\n"
+    return "\n".join(lines) + "\n"
