@@ -1,8 +1,9 @@
 """Backend discovery: what is installed, and what can run here.
 
 Discovery reads the entry points of the group ``eventapi.backends`` (the entry point's name is
-the backend's name, its value a light module of pluggy hook implementations), plus the plugins
-registered in code, of which the core's own ``host`` is one. It is lazy and cached:
+the backend's name, its value a light module of pluggy hook implementations), plus the core's own
+``host`` and the backends registered in code (:func:`register_backend`, whose plugin is the
+checked spec itself). It is lazy and cached:
 
 * ``import eventapi`` scans nothing;
 * the first call of :func:`backends` or :func:`~eventapi.backend` lists the entry points (package
@@ -61,6 +62,7 @@ from ._plugin import (
     Entry,
     Plugin,
     broken,
+    check_spec,
     describe,
     normalize,
     resolve,
@@ -78,8 +80,8 @@ __all__ = [
     "backends",
     "entry",
     "refresh",
-    "register",
-    "unregister",
+    "register_backend",
+    "unregister_backend",
 ]
 
 
@@ -416,27 +418,51 @@ def autoload() -> bool:
     return _current_scan().autoload
 
 
-def register(spec: BackendSpec) -> None:
-    """Register ``spec``, checked already (:func:`~eventapi._plugins._plugin.check_spec`), in code.
+def register_backend(spec: BackendSpec) -> None:
+    """Make the backend ``spec`` describes selectable in this process, by ``spec.name``.
 
-    What :func:`eventapi.register_backend` builds on. A backend registered here survives
-    ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and :func:`refresh`; its probe runs as any plugin's
-    does, off the caller's thread within the budget, and what discovery knows of every other
-    name is kept. Raises ValueError if ``spec.name`` is already registered in code.
+    Returns None; :func:`unregister_backend` undoes it. The backend is listed by
+    :func:`eventapi.backends` (distribution ``"(registered in code)"``, no version) and selected
+    as any installed backend is: by name, by ``EVENTAPI_BACKEND``, or by priority. It survives
+    ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and :func:`refresh`; ``EVENTAPI_DISABLE_PLUGINS`` blocks
+    it. Its probe runs when its row is first needed, off the calling thread within
+    ``EVENTAPI_PLUGIN_TIMEOUT``; its ``load`` when it is first selected. An installed
+    distribution claiming the same name makes both a conflict, as two distributions would.
+    Thread-safe; what discovery knows of every other name is kept, and the objects of other
+    backends stay cached.
+
+    Raises:
+        TypeError: ``spec`` is not an :class:`eventapi.BackendSpec`.
+        ValueError: the name is reserved (``host``, ``cuda``, ``hip``), is not a backend name,
+            or is already registered in code; or a field is unsound (``api_version`` of
+            another major, a ``priority`` that is not an int, ``load`` or ``probe`` not
+            callable), with the same message discovery gives a plugin.
     """
+    if not isinstance(spec, BackendSpec):
+        raise TypeError(
+            f"register_backend() takes an eventapi.BackendSpec, got {type(spec).__name__}"
+        )
     name = spec.name
+    # Its plugin's module is the spec itself, checked here, on the caller's thread.
     target = f"register_backend({name!r})"
+    plugin = Plugin(name, REGISTERED_IN_CODE, "", target, lambda: spec, installed=False)
+    check_spec(plugin, spec)
     with _lock:
         if name in _code:
             raise ValueError(
                 f"a backend {name!r} is already registered in code; unregister it first"
             )
-        _code[name] = Plugin(name, REGISTERED_IN_CODE, "", target, lambda: spec, installed=False)
+        _code[name] = plugin
         _forget(name)
 
 
-def unregister(name: str) -> bool:
-    """Remove the backend registered in code for ``name``; False when there is none."""
+def unregister_backend(name: str) -> bool:
+    """Undo :func:`register_backend` for ``name``; return False when none was registered.
+
+    Objects already loaded from it keep working for whoever holds them; later selections of
+    ``name`` raise :class:`~eventapi.BackendNotFoundError` (unless an installed distribution
+    provides it). Thread-safe.
+    """
     with _lock:
         found = _code.pop(name, None) is not None
         if found:

@@ -208,9 +208,9 @@ def _probe(spec: BackendSpec) -> str | None:
     return " ".join(reason.split())
 
 
-def check_spec(spec: BackendSpec) -> None:
-    """Raise ValueError unless ``spec`` may be registered in code: a free, valid name, and as
-    sound as discovery checks a plugin's spec."""
+def check_spec(plugin: Plugin, spec: BackendSpec) -> None:
+    """Raise ValueError unless ``spec`` may be registered in code as ``plugin``: a free, valid
+    name, and as sound as discovery checks a plugin's spec."""
     name = spec.name
     if name in RESERVED_NAMES:
         raise ValueError(
@@ -222,7 +222,6 @@ def check_spec(spec: BackendSpec) -> None:
             f"{name!r} is not a backend name (letters, digits, '_', '.', '-', starting with a "
             "letter, digit or '_')"
         )
-    plugin = Plugin(name, REGISTERED_IN_CODE, "", repr(name), lambda: None)
     try:
         _check_specs(plugin, [spec])
     except _BrokenPluginError as exc:
