@@ -120,15 +120,10 @@ def row(
     priority: int = 0,
 ) -> BackendInfo:
     """``plugin``'s row; its priority and install hint are the spec's when it yielded one."""
-    return BackendInfo(
-        name=plugin.name,
-        distribution=plugin.distribution,
-        version=plugin.version,
-        priority=spec.priority if spec is not None else priority,
-        status=status,
-        reason=reason,
-        install_hint=spec.install_hint if spec is not None else KNOWN_HINTS.get(plugin.name, ""),
-    )
+    hint = KNOWN_HINTS.get(plugin.name, "")
+    if spec is not None:
+        priority, hint = spec.priority, spec.install_hint
+    return BackendInfo(*plugin[:3], priority, status, reason, hint)  # name, distribution, version
 
 
 def broken(
@@ -269,10 +264,9 @@ def _check_specs(plugin: Plugin, specs: list[object]) -> BackendSpec:
     if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
         raise _BrokenPluginError(f"priority {spec.priority!r} is not an int")
     device: object = spec.default_device
-    if device is not None and (isinstance(device, bool) or not isinstance(device, int)):
+    index = isinstance(device, int) and not isinstance(device, bool) and device >= 0
+    if device is not None and not index:
         raise _BrokenPluginError(f"default_device {device!r} is not None or a device index")
-    if isinstance(device, int) and device < 0:
-        raise _BrokenPluginError(f"default_device {device!r} is negative")
     if not callable(spec.load) or not callable(spec.probe):
         raise _BrokenPluginError("BackendSpec.load and BackendSpec.probe must be callables")
     if not isinstance(spec.install_hint, str):
