@@ -36,7 +36,6 @@ reads them at each collect), any other edge is made as on a profiler at rest.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import operator
@@ -45,8 +44,9 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable
+from functools import partial, wraps
 from types import TracebackType
-from typing import Any, Final, Generic, NoReturn, ParamSpec, TypeVar, cast, final
+from typing import Any, Final, Generic, ParamSpec, TypeVar, cast, final
 
 from .._arguments import bounded_repr, check_int
 from .._errors import EventStateError, UnsupportedError
@@ -234,7 +234,7 @@ class Window(SingleOwner, Generic[E]):
             )
         profiler, name = self._profiler, self._name
 
-        @functools.wraps(fn)
+        @wraps(fn)
         def timed(*args: P.args, **kwargs: P.kwargs) -> R:
             with Window(profiler, name):
                 return fn(*args, **kwargs)
@@ -326,7 +326,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_create",
         "_detour",
         "_earlier",
-        "_elapsed",
         "_free",
         "_graphs",
         "_label",
@@ -366,7 +365,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._closed = True
         self._owns_stream = False
         self._label = label if label is not None else f"profiler-{next(_labels)}"
-        self._claim = threading.Lock()  # held by a reader for its call (see _reading)
+        self._claim = threading.Lock()  # held by a reader for its call (see _Reading)
         # Why a window's edges go the long way, None when they need not (see _UNUSUAL): the
         # reader holding the profiler and its thread, tool ranges to open and end, or a close.
         # Between readers it is _at_rest.
@@ -387,56 +386,50 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._anchor: Anchor | None = None
         self._anchor_event: E | None = None  # the latest anchor's event, kept out of the pool
         self._anchor_stream: S | None = None  # created at the first anchor
-        self._anchor_target: Any = None  # what the anchor records into (see _target)
+        self._anchor_target: Any = None  # what the anchor records into (see _target_of)
         # Earlier anchors, seen from the latest one, to measure the clock rate over.
         self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
         self._skipped = 0
         self._ranges: Ranges | None = ranges_for(api.BACKEND)
         # Before the stream: UnsupportedError for a backend without what it needs.
         self._graphs = _graph_windows(api, capable) if in_graphs else None
-        self._bind_calls(api, capable.fast_path, capable.capture_check)
-        if stream is None:
-            self._stream: S = api.stream_create_non_blocking()
-            self._owns_stream = True
-        else:
-            self._stream = stream
-        # What windows record into: the stream itself, or with the fast path the backend's own
-        # handle for it (resolved once, so a foreign stream is refused here rather than at the
-        # first window, and a framework's stream is not adopted again at every window).
-        try:
-            if capable.fast_path:
-                self._target = cast("SupportsFastPath[E, Any]", api).adopt_stream(self._stream)
-            else:
-                self._target = self._stream
-        except EventStateError as exc:
-            self._release_everything()
-            raise EventStateError(f"EventProfiler(api, stream): {exc}") from exc
-        except BaseException:
-            self._release_everything()
-            raise
-        self._closed = False
-        usual = self._ranges is None and self._graphs is None
-        self._detour = self._at_rest = None if usual else _UNUSUAL
-
-    def _bind_calls(self, api: EventApi[E, S], fast: bool, capture_check: bool) -> None:
         # The calls a window's edges and a collect make, bound once: the backend's fused ones
         # where it has SupportsFastPath, else the plain calls they stand for. Bound to the
         # api's calls, never to this object: a bound method of its own kept in an attribute
         # would hold the profiler in a reference cycle.
         self._create = api.event_create
-        self._elapsed = api.event_elapsed
         self._capturing: Callable[[Any], bool] | None = (
-            cast("SupportsCaptureCheck[Any]", api).stream_is_capturing if capture_check else None
+            cast("SupportsCaptureCheck[Any]", api).stream_is_capturing
+            if capable.capture_check
+            else None
         )
-        if fast:
+        if capable.fast_path:
             fused = cast("SupportsFastPath[E, Any]", api)
             self._record: Callable[[E, Any], bool] = fused.event_record_unless_capturing
             self._read_pairs: Callable[[list[E], list[E]], list[int]] = fused.event_elapsed_many
-            return
-        self._record = functools.partial(
-            _record_unless_capturing, api.event_record, self._capturing
-        )
-        self._read_pairs = functools.partial(_read_pairs, api.event_elapsed)
+        else:
+            self._record = partial(_record_unless_capturing, api.event_record, self._capturing)
+            self._read_pairs = partial(_read_pairs, api.event_elapsed)
+        self._stream: S = api.stream_create_non_blocking() if stream is None else stream
+        self._owns_stream = stream is None
+        try:
+            self._target = self._target_of(self._stream)
+        except BaseException as exc:
+            self._release_everything()
+            if isinstance(exc, EventStateError):
+                raise EventStateError(f"EventProfiler(api, stream): {exc}") from exc
+            raise
+        self._closed = False
+        usual = self._ranges is None and self._graphs is None
+        self._detour = self._at_rest = None if usual else _UNUSUAL
+
+    def _target_of(self, stream: S) -> Any:
+        """What windows (or anchors) on ``stream`` record into: the stream itself, or with the
+        fast path the backend's own handle for it, adopted once (so a foreign stream is refused
+        here rather than at the first record, and a framework's is not adopted at every one)."""
+        if capabilities_of(self._api, "EventProfiler").fast_path:
+            return cast("SupportsFastPath[E, Any]", self._api).adopt_stream(stream)
+        return stream
 
     # -- what users read -------------------------------------------------------------------------
 
@@ -477,7 +470,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         Collects first what was stopped and not collected yet (one wait, as :meth:`collect`
         does), so it holds every window stopped so far.
         """
-        with self._reading("spans"):
+        with _Reading(self, "spans"):
             self._collect_pending()
             return tuple(self._spans)
 
@@ -497,7 +490,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """
         if self._anchor is None:
             self._check_usable("anchor")
-            with self._reading("anchor"):
+            with _Reading(self, "anchor"):
                 if self._anchor is None:
                     anchor, samples = self._take_anchor()
                     self._keep_anchor(anchor, samples)  # the first: nothing earlier to measure
@@ -539,7 +532,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         Raises :class:`TypeError` for a name that is not a ``str``.
         """
         if not isinstance(name, str):
-            self._refuse_name(name)
+            raise TypeError(f"a window name must be a str, got {bounded_repr(name)}")
         return Window(self, name)
 
     def start(self, name: str) -> Window[E]:
@@ -551,12 +544,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         :class:`~eventapi.DriverError` when the backend's capture check or record fails
         (nothing is left open and the event goes back to the pool).
         """
-        if not isinstance(name, str):
-            self._refuse_name(name)
-        return Window(self, name).__enter__()
-
-    def _refuse_name(self, name: object) -> NoReturn:
-        raise TypeError(f"a window name must be a str, got {bounded_repr(name)}")
+        return self.window(name).__enter__()
 
     def _open_unusually(self, window: Window[E]) -> None:
         # A window opened twice or after its stop, or a profiler not at rest: closed, with
@@ -748,7 +736,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         :class:`~eventapi.EventStateError` after :meth:`close`.
         """
         self._check_usable("collect")
-        with self._reading("collect"):
+        with _Reading(self, "collect"):
             spans = self._collect()
         self._to_sink(spans)
         return spans
@@ -762,7 +750,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         are not in it. At most ``max_names`` names (see :attr:`unsummarized`); each in bounded
         memory, with the exactness :class:`Stats` states.
         """
-        with self._reading("summary"):
+        with _Reading(self, "summary"):
             spans = self._collect_pending()
             stats = {name: _stats_of(summary) for name, summary in self._summaries.items()}
         self._to_sink(spans)
@@ -899,13 +887,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             # adopted, so that a failed adopt is tried again by the next collect.
             if self._anchor_stream is None:
                 self._anchor_stream = self._api.stream_create_non_blocking()
-            stream = self._anchor_stream
-            capable = capabilities_of(self._api, "EventProfiler")
-            self._anchor_target = (
-                cast("SupportsFastPath[E, Any]", self._api).adopt_stream(stream)
-                if capable.fast_path
-                else stream
-            )
+            self._anchor_target = self._target_of(self._anchor_stream)
         samples: list[E] = []
         try:
             for _ in range(ANCHOR_SAMPLES):
@@ -923,7 +905,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         previous, kept = self._anchor, self._anchor_event
         if previous is None or kept is None:
             return ()
-        interval = self._elapsed(kept, reference)
+        interval = self._api.event_elapsed(kept, reference)
         return (
             *(e.advanced(interval) for e in self._earlier),
             Earlier(previous, 0, 0.0).advanced(interval),
@@ -957,7 +939,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         if self._closed:
             return
         spans: list[Span] = []
-        with self._reading("close"):
+        with _Reading(self, "close"):
             try:
                 if self._top is not None:
                     # The latest start of a window still open: the stream reaches it before
@@ -1027,10 +1009,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             return self._collect()
         return []
 
-    def _reading(self, call: str) -> _Reading:
-        """A ``with`` claiming the profiler for the reader ``call`` (see the module docstring)."""
-        return _Reading(self, call)
-
     def _refuse_other_thread(self, call: str) -> None:
         # An edge while a reader holds the profiler: allowed on the reader's own thread (a
         # handler or a finalizer inside it), refused on another.
@@ -1072,7 +1050,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
 @final
 class _Reading:
-    """Claims a profiler for one reader call; see :meth:`EventProfiler._reading`."""
+    """A ``with`` claiming ``profiler`` for the reader ``call`` (see the module docstring)."""
 
     __slots__ = ("_call", "_profiler")
 
