@@ -178,32 +178,27 @@ class _Cell:
         self.priority = 0
 
     def start(self) -> None:
-        if self.entry is not None:
-            return
         if self.plugin.embedded:
             self._work()
-            return
-        name = f"eventapi-plugin-{self.plugin.name}"
-        threading.Thread(target=self._work, name=name, daemon=True).start()
+        else:
+            name = f"eventapi-plugin-{self.plugin.name}"
+            threading.Thread(target=self._work, name=name, daemon=True).start()
 
     def _work(self) -> None:
-        plugin = self.plugin
-        try:
-            entry = self._guarded() if plugin.installed else resolve(plugin, self._advance)
-        except BaseException as exc:  # resolve reports the plugin's own errors
-            entry = Entry((broken(plugin, f"discovery failed: {describe(exc)}"),), None, plugin)
-        self._publish(entry)
-
-    def _guarded(self) -> Entry:
-        """An installed plugin's entry: run under the quarantine's guard, unless quarantined."""
         # Imported here, as importlib.metadata is: `import eventapi` pays for neither.
         from . import _quarantine
 
-        crashed = _quarantine.crashed_before(self.plugin, self.budget)
-        if crashed is not None:
-            return Entry((crashed,), None, self.plugin)
-        with _quarantine.guard(self.plugin):
-            return resolve(self.plugin, self._advance)
+        plugin = self.plugin
+        try:
+            crashed = _quarantine.crashed_before(plugin, self.budget)
+            if crashed is not None:
+                entry = Entry((crashed,), None, plugin)
+            else:
+                with _quarantine.guard(plugin):
+                    entry = resolve(plugin, self._advance)
+        except BaseException as exc:  # resolve reports the plugin's own errors
+            entry = Entry((broken(plugin, f"discovery failed: {describe(exc)}"),), None, plugin)
+        self._publish(entry)
 
     def _advance(self, stage: str, spec: BackendSpec | None) -> None:
         self.stage = stage
@@ -229,20 +224,6 @@ class _Cell:
         )
         timed_out = broken(self.plugin, reason, priority=self.priority)
         return self._publish(Entry((timed_out,), None, self.plugin))
-
-
-def _cell(name: str, plugins: list[Plugin], blocked: frozenset[str], budget: float) -> _Cell:
-    """A new cell for ``name``: done already when metadata alone decides it."""
-    first = plugins[0]
-    if name in blocked:
-        reason = f"listed in {ENV_DISABLE_PLUGINS}"
-        rows = tuple(row(p, "blocked", reason) for p in plugins)
-        return _Cell(first, budget, Entry(rows, None, None))
-    if len(plugins) > 1:
-        claims = " and ".join(p.label for p in plugins)
-        conflict = f"conflict: name claimed by {claims}; uninstall one"
-        return _Cell(first, budget, Entry(tuple(broken(p, conflict) for p in plugins), None, None))
-    return _Cell(first, budget)
 
 
 # -- one scan ---------------------------------------------------------------------------------
@@ -347,16 +328,28 @@ def _current_scan() -> _Scan:
 
 
 def _started_cell(scan: _Scan, name: str) -> _Cell | None:
-    """``name``'s cell in ``scan``, made and started if it is new; None if nothing claims it."""
+    """``name``'s cell in ``scan``, made and started if it is new; None if nothing claims it.
+
+    A new cell is done when made where metadata alone decides it: a blocked name, or a name
+    that two plugins claim.
+    """
     with _lock:
         cell = scan.cells.get(name)
-        new = cell is None
-        if cell is None:
-            plugins = ([_code[name]] if name in _code else []) + scan.claims.get(name, [])
-            if not plugins:
-                return None
-            cell = scan.cells[name] = _cell(name, plugins, scan.blocked, scan.budget)
-    if new:
+        if cell is not None:
+            return cell
+        plugins = ([_code[name]] if name in _code else []) + scan.claims.get(name, [])
+        if not plugins:
+            return None
+        decided = None
+        if name in scan.blocked:
+            reason = f"listed in {ENV_DISABLE_PLUGINS}"
+            decided = Entry(tuple(row(p, "blocked", reason) for p in plugins), None, None)
+        elif len(plugins) > 1:
+            claims = " and ".join(p.label for p in plugins)
+            conflict = f"conflict: name claimed by {claims}; uninstall one"
+            decided = Entry(tuple(broken(p, conflict) for p in plugins), None, None)
+        cell = scan.cells[name] = _Cell(plugins[0], scan.budget, decided)
+    if decided is None:
         cell.start()
     return cell
 
@@ -404,13 +397,10 @@ def entry(name: str) -> Entry | None:
     cell = _started_cell(scan, name)
     if cell is not None:
         return cell.wait(called + scan.budget)
-    if name not in RESERVED_NAMES:
-        # Refused from its metadata alone (a value that is not a module): broken, not
-        # absent. A reserved name's impostor is not what the user asked for, though.
-        refused = tuple(r for r in scan.refused if r.name == name)
-        if refused:
-            return Entry(refused, None, None)
-    return None
+    # Refused from its metadata alone (a value that is not a module): broken, not absent. A
+    # reserved name's impostor is not what the user asked for, though.
+    refused = tuple(r for r in scan.refused if r.name == name and name not in RESERVED_NAMES)
+    return Entry(refused, None, None) if refused else None
 
 
 def autoload() -> bool:

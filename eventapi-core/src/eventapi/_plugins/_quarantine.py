@@ -302,11 +302,12 @@ def crashed_before(plugin: Plugin, timeout: float) -> BackendInfo | None:
     First turns the journals dead processes left into records. Then, if ``plugin`` is
     quarantined, says why; if a process died while it ran and that was not checked yet, runs it
     alone in a separate process for at most ``timeout`` seconds to see whether it crashes
-    (the module docstring says what follows). Never raises.
+    (the module docstring says what follows). Only installed plugins are guarded: for another,
+    None. Never raises.
     """
-    opened = _open_directory(create=False)
+    opened = _open_directory(create=False) if plugin.installed else None
     if opened is None:
-        return None  # no directory: nothing ever ran guarded here
+        return None  # not guarded, or no directory: nothing ever ran guarded here
     dir_fd, path = opened
     name, distribution, version = plugin[:3]
     file = f"{name}{_QUARANTINED}"
