@@ -28,6 +28,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Final, NamedTuple, Protocol, TypeVar, final
 
 __all__ = [
@@ -126,17 +127,13 @@ def sample_anchor(api: Recorder[E, S], stream: S, events: Sequence[E]) -> tuple[
     """
     if not events:
         raise ValueError("sample_anchor needs at least one event to record")
-    best: tuple[int, int, E] | None = None
+    samples = []
     for event in events:
         before = time.perf_counter_ns()
         api.event_record(event, stream)
         api.event_wait(event)
-        after = time.perf_counter_ns()
-        if best is None or after - before < best[1] - best[0]:
-            best = (before, after, event)
-    assert best is not None  # events is not empty
-    before, after, event = best
-    bracket = after - before
+        samples.append((time.perf_counter_ns() - before, before, event))
+    bracket, before, event = min(samples, key=itemgetter(0))  # the first of the tightest
     # Half the bracket rounded up on both sides, so [host_ns - u, host_ns + u] covers it.
     half = bracket // 2
     return Anchor(host_ns=before + half, uncertainty_ns=bracket - half), event

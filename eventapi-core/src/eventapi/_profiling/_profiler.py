@@ -42,7 +42,7 @@ import operator
 import os
 import sys
 import threading
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable
 from functools import partial, wraps
 from types import TracebackType
@@ -846,13 +846,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """Add the spans read, ``names[i]`` lasting ``durations[i]``, to the summary and the
         retained spans."""
         # Grouped by name first: each name's summary then takes its durations in one call.
-        by_name: dict[str, list[int]] = {}
+        by_name: defaultdict[str, list[int]] = defaultdict(list)
         for name, duration_ns in zip(names, durations, strict=True):
-            of_name = by_name.get(name)
-            if of_name is None:
-                by_name[name] = [duration_ns]
-            else:
-                of_name.append(duration_ns)
+            by_name[name].append(duration_ns)
         summaries = self._summaries
         for name, of_name in by_name.items():
             summary = summaries.get(name)

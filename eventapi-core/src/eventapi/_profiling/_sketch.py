@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
+from itertools import accumulate
 from typing import Final, final
 
 from .._ranks import rank_of
@@ -106,15 +107,10 @@ class DurationSummary:
         """``(value, least rank, greatest rank)`` of each entry, in value order (1-based)."""
         if self.buffer:
             self._merge()
-        gs, deltas = self.gs, self.deltas
-        if gs is None or deltas is None:
+        if self.gs is None or self.deltas is None:
             return tuple((v, i, i) for i, v in enumerate(sorted(self.values), 1))
-        out = []
-        rank = 0
-        for v, g, d in zip(self.values, gs, deltas, strict=True):
-            rank += g
-            out.append((v, rank, rank + d))
-        return tuple(out)
+        least = accumulate(self.gs)
+        return tuple((v, r, r + d) for v, r, d in zip(self.values, least, self.deltas, strict=True))
 
     def _bound(self) -> int:
         return math.floor(2 * RANK_ERROR * self.count)
