@@ -210,8 +210,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def event_create(self) -> Event[RE]:
         """Create a timing-enabled event. See :meth:`eventapi.EventApi.event_create`."""
-        event: Event[RE] = Event(None, self)  # type: ignore[arg-type]
-        return self._create(event, self._raw_event_create, "event_create")
+        return self._create(Event(self), self._raw_event_create, "event_create")
 
     def event_destroy(self, event: Event[RE] | object) -> None:
         """Release an event; a second call is a no-op. Deferred while another call uses it.
@@ -345,9 +344,8 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     def stream_create_non_blocking(self) -> Stream[RS]:
         """Create a stream that does not synchronize with the legacy default stream."""
-        stream: Stream[RS] = Stream(None, self, owned=True)  # type: ignore[arg-type]
         return self._create(
-            stream, self._raw_stream_create_non_blocking, "stream_create_non_blocking"
+            Stream(self), self._raw_stream_create_non_blocking, "stream_create_non_blocking"
         )
 
     def stream_destroy(self, stream: Stream[RS] | object) -> None:
@@ -476,7 +474,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 f"{self.BACKEND}: {call} refused {bounded_repr(stream)}: not a stream this "
                 "backend can use; pass one from stream_create_non_blocking() or adopt_stream()"
             )
-        return Stream(raw, self, owned=False)
+        return Stream(self, raw)
 
     def _recorded(self, event: object, call: str) -> Event[RE]:
         # ``event`` as a recorded event of this object; anything else is refused.

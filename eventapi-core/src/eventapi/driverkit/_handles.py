@@ -7,9 +7,10 @@ which users import these from, and which documents them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar, final
 
 from .._errors import EventStateError
+from .._single_owner import SingleOwner
 
 if TYPE_CHECKING:
     from ._backend import DriverBackend
@@ -36,27 +37,34 @@ RELEASED: Final = -1
 OWED: Final = -2
 
 
-class _Handle:
+class _Handle(SingleOwner):
     """State shared by event and stream handles; guarded by the owning backend's lock.
 
     ``_raw`` is the driver's handle, or None before the driver's create returned and once the
     driver's destroy took it (a raw handle is never None).
     """
 
-    __slots__ = ("__weakref__", "_closed", "_owner", "_raw", "_users")
+    __slots__ = ("__weakref__", "_closed", "_owned", "_owner", "_raw", "_users")
+
+    # One driver handle, one owner: a copy would be a second owner whose finalizer destroys the
+    # handle under the first (a use-after-free on a real device), and a pickle would carry a
+    # pointer into another process, where it means nothing.
+    _COPY_HINT = "pass the same handle around instead, in the process that created it"
 
     _raw: Any
     _owner: DriverBackend[Any, Any]
-    # Whether the backend releases the driver handle: an event always, a stream unless adopted.
-    _owned: bool = True
 
-    def __init__(self, raw: object, owner: DriverBackend[Any, Any], *, opened: bool) -> None:
-        self._raw = raw
+    def __init__(self, owner: DriverBackend[Any, Any], raw: object = None) -> None:
+        # Built without its driver handle, a handle is one the backend creates and releases
+        # (every event, a stream from stream_create_non_blocking): it starts closed, and is
+        # opened and counted in one step before its driver call (DriverBackend._create). Built
+        # with one, it is an adopted stream: open at once, never counted, never released.
+        self._owned = raw is None
         self._owner = owner
-        # A handle the backend creates starts closed, and is opened and counted in one step
-        # before its driver call (DriverBackend._create).
-        self._closed = not opened
+        self._raw = raw
+        self._closed = raw is None
         # Calls under way with this handle; a destroy waits for them to leave (see _leave).
+        # Set last: the finalizer of a handle whose __init__ was interrupted returns at once.
         self._users = 0
 
     @property
@@ -68,25 +76,6 @@ class _Handle:
     def backend(self) -> str:
         """The name of the backend this handle belongs to."""
         return self._owner.BACKEND
-
-    # One driver handle, one owner: a copy would be a second owner whose finalizer destroys the
-    # handle under the first (a use-after-free on a real device), and a pickle would carry a
-    # pointer into another process, where it means nothing.
-
-    def __copy__(self) -> NoReturn:
-        raise TypeError(
-            f"{self!r} cannot be copied: a driver handle has exactly one owner; "
-            "pass the same object around instead"
-        )
-
-    def __deepcopy__(self, memo: object) -> NoReturn:
-        self.__copy__()
-
-    def __reduce_ex__(self, protocol: object) -> NoReturn:
-        raise TypeError(
-            f"{self!r} cannot be pickled: a driver handle is valid only in the process that "
-            "created it; create the handle in the process that uses it"
-        )
 
     def __del__(self) -> None:
         # Safety net for a handle dropped without its destroy, or whose destroy an interrupt
@@ -122,8 +111,8 @@ class Event(_Handle, Generic[RE]):
 
     _raw: RE
 
-    def __init__(self, raw: RE, owner: DriverBackend[RE, Any], *, opened: bool = False) -> None:
-        super().__init__(raw, owner, opened=opened)
+    def __init__(self, owner: DriverBackend[RE, Any]) -> None:
+        super().__init__(owner)
         self._recorded = False
 
     @property
@@ -147,15 +136,9 @@ class Stream(_Handle, Generic[RS]):
     It cannot be copied or pickled (:class:`TypeError`).
     """
 
-    __slots__ = ("_owned",)
+    __slots__ = ()
 
     _raw: RS
-
-    def __init__(self, raw: RS, owner: DriverBackend[Any, RS], *, owned: bool) -> None:
-        # An adopted stream is open at once and never counted: nothing of it is eventapi's. Set
-        # first, so that the finalizer of a stream whose __init__ was interrupted reads it.
-        self._owned = owned
-        super().__init__(raw, owner, opened=not owned)
 
     @property
     def owned(self) -> bool:
