@@ -29,8 +29,7 @@ if TYPE_CHECKING:
         UnsupportedError,
     )
     from ._fence import EventFence
-    from ._plugins._discovery import backends
-    from ._plugins._register import register_backend, unregister_backend
+    from ._plugins._discovery import backends, register_backend, unregister_backend
     from ._plugins._selection import backend
     from ._plugins._spec import PLUGIN_API, BackendInfo, BackendSpec, hookimpl, hookspec
     from ._profiling._anchor import Anchor
@@ -150,8 +149,8 @@ _WHERE = {
     "bench": "_bench",
     "hookimpl": "_plugins._spec",
     "hookspec": "_plugins._spec",
-    "register_backend": "_plugins._register",
-    "unregister_backend": "_plugins._register",
+    "register_backend": "_plugins._discovery",
+    "unregister_backend": "_plugins._discovery",
 }
 
 
