@@ -53,14 +53,13 @@ class Outcome(NamedTuple):
     """How the plugin ended the separate process.
 
     ``verdict``: ``"crashed"`` (a fatal signal, or the process ended without the plugin
-    returning, while the plugin ran), ``"returned"`` (it ran to the end), or ``"unknown"`` (not
-    run to an end: ``how`` says why). ``stage`` is where the plugin was, ``priority`` what it
-    declared (0 if it did not get that far).
+    returning, while the plugin ran: ``how`` says how, and where the plugin was),
+    ``"returned"`` (it ran to the end), or ``"unknown"`` (not run to an end: ``how`` says why).
+    ``priority`` is what the plugin declared (0 if it did not get that far).
     """
 
     verdict: str
     how: str
-    stage: str
     priority: int
 
 
@@ -95,7 +94,7 @@ def run(plugin: Plugin, device: str | None, timeout: float) -> Outcome:
             report.seek(0)
             text = report.read(_MAX_BYTES).decode("utf-8", errors="replace")
     except (OSError, ValueError) as exc:  # no temporary file, no interpreter to start
-        return Outcome("unknown", f"it could not be run: {describe(exc)}", "", 0)
+        return Outcome("unknown", f"it could not be run: {describe(exc)}", 0)
     return _outcome(status, text, timeout)
 
 
@@ -106,22 +105,20 @@ def _outcome(status: int | None, text: str, timeout: float) -> Outcome:
         kind, _, value = line.partition("\t")
         said[kind] = value
     stage = said.get("stage", "")
-    priority = said.get("priority", "")
-    declared = int(priority) if priority.lstrip("-").isdigit() else 0
+    priority = int(said.get("priority", 0))  # the spec's, which the checks found an int
     if status is None:
-        return Outcome("unknown", f"it did not end within {timeout:g} s", stage, declared)
+        return Outcome("unknown", f"it did not end within {timeout:g} s", priority)
     if "returned" in said and status == 0:
-        return Outcome("returned", "", stage, declared)
+        return Outcome("returned", "", priority)
+    ended = _status(status)
     if not stage:  # eventapi's own failure there, which its traceback on stderr explains
-        how = f"that process ended ({_status(status)}) before the plugin ran"
-        return Outcome("unknown", how, stage, declared)
+        return Outcome("unknown", f"that process ended ({ended}) before the plugin ran", priority)
     if status < 0 and -status in _CRASHES:
-        where = _where(dump) if found else signal.Signals(-status).name
-        return Outcome("crashed", f"a crash in native code ({where})", stage, declared)
+        where = _where(dump) if found else ended
+        return Outcome("crashed", f"a crash in native code ({where}) {stage}", priority)
     if status >= 0:
-        return Outcome("crashed", f"it ended that process ({_status(status)})", stage, declared)
-    how = f"that process was ended from outside ({_status(status)})"
-    return Outcome("unknown", how, stage, declared)
+        return Outcome("crashed", f"it ended that process ({ended}) {stage}", priority)
+    return Outcome("unknown", f"that process was ended from outside ({ended})", priority)
 
 
 def _status(status: int) -> str:
@@ -172,10 +169,9 @@ def main(args: dict[str, Any]) -> NoReturn:
     entry = resolve(Plugin(name, distribution, version, target, load), advance)  # never raises
     device = args["device"]
     if device is not None and entry.spec is not None:
-        index = int(device) if device else None
-        advance(f"in its load ({name if index is None else f'{name}:{index}'})", None)
+        advance(f"in its load ({f'{name}:{device}' if device else name})", None)
         with contextlib.suppress(BaseException):  # the plugin's failure, not a crash
-            entry.spec.load(index)
+            entry.spec.load(int(device) if device else None)
     say("returned")
     os._exit(0)  # no finalizers, no joining the plugin's threads: it returned, that is all
 
