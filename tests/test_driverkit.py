@@ -541,7 +541,7 @@ def test_an_interrupt_after_a_call_counted_its_event_in_leaves_the_destroy_to_th
     raw = event._raw
     with (
         pytest.raises(KeyboardInterrupt),
-        interrupting(on_return_of(DriverBackend._enter.__code__)),
+        interrupting(on_return_of(DriverBackend._holding.__code__)),
     ):
         api.event_wait(event)
     api.event_destroy(event)  # deferred to a call that will never leave

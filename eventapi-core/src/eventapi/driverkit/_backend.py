@@ -14,8 +14,8 @@ import sys
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, Self, TypeVar, cast, final
 
 from .._arguments import bounded_repr
@@ -386,8 +386,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
 
     # -- what a subclass may call -------------------------------------------------------------
 
-    @contextmanager
-    def _hold_stream(self, stream: Stream[RS] | object, call: str) -> Iterator[RS]:
+    def _hold_stream(self, stream: Stream[RS] | object, call: str) -> AbstractContextManager[RS]:
         """Hold ``stream`` for the length of the ``with`` block; yields its raw handle.
 
         ``stream`` is resolved as every protocol call resolves it (this object's, or a foreign
@@ -395,20 +394,15 @@ class DriverBackend(ABC, Generic[RE, RS]):
         :class:`~eventapi.EventStateError` naming ``call``. A destroy from another thread
         meanwhile is deferred until the block ends.
         """
-        handle = self._stream(stream, call)
-        with self._holding(call, handle):
-            yield handle._raw
+        return self._holding(call, self._stream(stream, call))
 
-    @contextmanager
-    def _hold_event(self, event: object, call: str) -> Iterator[RE]:
+    def _hold_event(self, event: object, call: str) -> AbstractContextManager[RE]:
         """Hold a recorded ``event`` of this object for the ``with`` block; yields its raw handle.
 
         A closed, foreign or never-recorded event is refused with
         :class:`~eventapi.EventStateError` naming ``call``.
         """
-        event = self._recorded(event, call)
-        with self._holding(call, event):
-            yield event._raw
+        return self._holding(call, self._recorded(event, call))
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -502,11 +496,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
     # two non-blocking ones made per window and per spin of a fence's wait).
 
     def _holding(self, call: str, *handles: _Handle) -> _Holding:
-        # ``with self._holding(call, a, b):`` a and b are in use for the block (see _enter).
-        self._enter(call, *handles)
-        return _Holding(self, handles)
-
-    def _enter(self, call: str, *handles: _Handle) -> None:
+        # ``with self._holding(call, a, b) as raw_a:`` a and b are in use for the block, and
+        # _leave is owed to them from here (a call that never leaves, its frame interrupted,
+        # leaves its handles to their finalizers: see _collect).
         self._ensure_thread(call)
         with self._lock:
             for handle in handles:
@@ -514,6 +506,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
                     self._refuse_closed(handle, call)
             for handle in handles:
                 handle._users += 1
+        return _Holding(self, handles)
 
     def _leave(self, *handles: _Handle) -> None:
         deferred = []
@@ -718,15 +711,15 @@ class HostFuncMixin(DriverBackend[RE, RS]):
         """
         if not callable(fn):
             raise TypeError(f"stream_launch_host_func needs a callable, got {bounded_repr(fn)}")
-        handle = self._stream(stream, "stream_launch_host_func")
-        with self._holding("stream_launch_host_func", handle):
-            if self._raw_stream_is_capturing(handle._raw):
+        with self._hold_stream(stream, "stream_launch_host_func") as raw:
+            if self._raw_stream_is_capturing(raw):
                 raise CaptureError(
-                    f"{self.BACKEND}: stream_launch_host_func refused on {handle!r}: the stream "
-                    "is capturing a graph, where a host function would run on the graph's first "
-                    "launch only; launch it after the capture ends, or on another stream"
+                    f"{self.BACKEND}: stream_launch_host_func refused on {bounded_repr(stream)}: "
+                    "the stream is capturing a graph, where a host function would run on the "
+                    "graph's first launch only; launch it after the capture ends, or on another "
+                    "stream"
                 )
-            self._raw_launch_host_func(handle._raw, fn)
+            self._raw_launch_host_func(raw, fn)
 
 
 if TYPE_CHECKING:
@@ -748,7 +741,8 @@ if TYPE_CHECKING:
 
 @final
 class _Holding:
-    """Handles in use for a ``with`` block: :meth:`DriverBackend._leave` them as it ends.
+    """Handles in use for a ``with`` block, which is given the first one's raw handle (None
+    for none); :meth:`DriverBackend._leave` them as it ends.
 
     A class, not a generator context manager: every call a backend makes goes through one.
     """
@@ -759,8 +753,8 @@ class _Holding:
         self._backend = backend
         self._handles = handles
 
-    def __enter__(self) -> None:
-        return None
+    def __enter__(self) -> Any:
+        return self._handles[0]._raw if self._handles else None
 
     def __exit__(self, *exc: object) -> None:
         self._backend._leave(*self._handles)
