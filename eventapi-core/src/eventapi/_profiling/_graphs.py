@@ -20,6 +20,7 @@ again at any time, and records into them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast, final
 
 from .._errors import DriverError, EventStateError
@@ -46,54 +47,44 @@ class InGraph(Generic[E]):
 
 @final
 class GraphWindows(Generic[E]):
-    """The windows one profiler recorded into graphs, and every event a graph may stamp."""
+    """The windows one profiler recorded into graphs, and every event a graph may stamp.
 
-    __slots__ = ("_elapsed", "_held", "_marks", "_record", "_wait", "windows")
+    ``record(event, stream)`` records ``event``, never recorded before, as a node of the graph
+    ``stream`` captures. A window is known by the profiler's own object for it.
+    """
+
+    __slots__ = ("_elapsed", "_held", "_marks", "_wait", "_windows", "record")
 
     def __init__(self, api: EventApi[E, Any]) -> None:
-        self._record = cast("SupportsGraphRecord[E, Any]", api).event_record_in_graph
+        self.record = cast("SupportsGraphRecord[E, Any]", api).event_record_in_graph
         self._elapsed = api.event_elapsed
         self._wait = api.event_wait
-        self.windows: list[InGraph[E]] = []  # in a graph, in the order they opened
+        self._windows: dict[object, InGraph[E]] = {}  # in a graph, in the order they opened
         self._held: list[E] = []  # in a graph, of no window read: skipped or discarded ones
         self._marks: list[E] = []  # the marks windows hold
 
-    def record(self, event: E, stream: object) -> None:
-        """Record ``event``, never recorded before, as a node of the graph ``stream`` captures."""
-        self._record(event, stream)
+    def open(self, window: object, name: str, depth: int, start: E) -> None:
+        """``window`` opened in a graph, its start ``start``: read once it stopped there."""
+        self._windows[window] = InGraph(name, depth, start)
 
-    def open(self, name: str, depth: int, start: E) -> None:
-        """A window opened in a graph, its start ``start``: read once it stopped there."""
-        self.windows.append(InGraph(name, depth, start))
+    def stop(self, window: object, end: E) -> None:
+        """``window`` stopped in the graph, its end ``end``."""
+        self._windows[window].end = end
 
-    def stop(self, start: E, end: E) -> None:
-        """The window opened with ``start`` stopped in the graph, its end ``end``."""
-        self._find(start).end = end
-
-    def drop(self, start: E) -> None:
-        """The window opened with ``start`` stopped elsewhere, or was discarded: never read.
+    def drop(self, window: object) -> None:
+        """``window`` stopped elsewhere, or was discarded: never read.
 
         Its start stays until :meth:`release`: the graph may stamp it at any launch.
         """
-        self.windows.remove(self._find(start))
-        self._held.append(start)
+        self._held.append(self._windows.pop(window).start)
 
-    def _find(self, start: E) -> InGraph[E]:
-        # The windows open are the latest: searched from the end.
-        for window in reversed(self.windows):
-            if window.start is start:
-                return window
-        raise AssertionError("a window in a graph the profiler does not hold")
-
-    def launched(self) -> list[InGraph[E]]:
-        """The windows a launch stamped at least once, after waiting for their latest launch.
-
-        Blocks until each window's end is reached. Whether the launch is one already read is
-        told by the readings :meth:`pairs` asks for.
-        """
+    def stamped(self, read_pairs: Callable[[list[E], list[E]], list[int]]) -> list[InGraph[E]]:
+        """The windows a launch stamped since the collect that last read them, after waiting
+        for their latest launch; ``read_pairs`` reads ``elapsed(firsts[i], seconds[i])`` for
+        each ``i``. Blocks until each window's end is reached."""
         wait, elapsed = self._wait, self._elapsed
         stamped: list[InGraph[E]] = []
-        for window in self.windows:
+        for window in self._windows.values():
             if window.end is None:  # open
                 continue
             wait(window.end)
@@ -105,37 +96,11 @@ class GraphWindows(Generic[E]):
                     # node reads as never recorded, which the backend refuses or the driver.)
                     continue
             stamped.append(window)
-        return stamped
-
-    @staticmethod
-    def pairs(windows: list[InGraph[E]], reference: E) -> tuple[list[E], list[E]]:
-        """The readings :meth:`new` needs of ``windows``: each one's duration, its distance to
-        ``reference`` (the anchor event), and for each read before, its mark to its start."""
-        starts = [w.start for w in windows]
-        marked = [w for w in windows if w.mark is not None]
-        firsts = starts + starts + [cast("E", w.mark) for w in marked]
-        seconds = [cast("E", w.end) for w in windows] + [reference] * len(windows)
-        seconds += [w.start for w in marked]
-        return firsts, seconds
-
-    @staticmethod
-    def new(
-        windows: list[InGraph[E]], readings: list[int]
-    ) -> tuple[list[InGraph[E]], list[int], list[int]]:
-        """Of ``windows``, those a launch stamped since they were last read, with each one's
-        duration and distance to the anchor, from the readings :meth:`pairs` asked for."""
-        count = len(windows)
-        since_mark = iter(readings[2 * count :])
-        fresh: list[InGraph[E]] = []
-        durations: list[int] = []
-        before: list[int] = []
-        for i, window in enumerate(windows):
-            # Clamped at 0: a start at or before its mark is the launch already read.
-            if window.mark is None or next(since_mark) > 0:
-                fresh.append(window)
-                durations.append(readings[i])
-                before.append(readings[count + i])
-        return fresh, durations, before
+        # Of those read before, a start at or before its mark is the launch already read: the
+        # reading, clamped at 0, says so.
+        marked = [w for w in stamped if w.mark is not None]
+        since = iter(read_pairs([cast("E", w.mark) for w in marked], [w.start for w in marked]))
+        return [w for w in stamped if w.mark is None or next(since) > 0]
 
     def read(self, windows: list[InGraph[E]], mark: E) -> list[E]:
         """``windows`` were read now; ``mark``, reached after the launch they were read from,
@@ -143,14 +108,14 @@ class GraphWindows(Generic[E]):
         for window in windows:
             window.mark = mark
         self._marks.append(mark)
-        held = {id(w.mark) for w in self.windows}
+        held = {id(w.mark) for w in self._windows.values()}
         free = [m for m in self._marks if id(m) not in held]
         self._marks = [m for m in self._marks if id(m) in held]
         return free
 
     def release(self) -> list[E]:
         """Every event of this object: the caller destroys them (the graphs are done with)."""
-        events = [e for w in self.windows for e in (w.start, w.end) if e is not None]
+        events = [e for w in self._windows.values() for e in (w.start, w.end) if e is not None]
         events += self._held + self._marks
-        self.windows, self._held, self._marks = [], [], []
+        self._windows, self._held, self._marks = {}, [], []
         return events

@@ -59,7 +59,7 @@ from .._protocol import (
 )
 from .._single_owner import SingleOwner
 from ._anchor import ANCHOR_SAMPLES, RATE_HISTORY, Anchor, Earlier, Placement, sample_anchor
-from ._graphs import GraphWindows, InGraph
+from ._graphs import GraphWindows
 from ._nvtx import Ranges, ranges_for
 from ._sketch import DurationSummary, quantile_of
 from ._span import Span, Stats, spans_of
@@ -557,10 +557,16 @@ class EventProfiler(SingleOwner, Generic[E, S]):
                 "one with profiler.window(name)"
             )
         self._refuse_other_thread("EventProfiler.start")
-        if self._graphs is not None and self._capturing(self._target):  # type: ignore[misc]
-            self._open_in_graph(window, self._graphs)
-        else:
+        graphs = self._graphs
+        start = None if graphs is None else self._graph_edge(graphs)
+        if graphs is None or start is None:
             self._as_edge(window.__enter__)
+        else:
+            window._start = start
+            window._outer = self._top
+            self._top = window
+            window._state = _IN_GRAPH
+            graphs.open(window, window._name, window.depth, start)
         if self._ranges is not None and window._state in (_OPEN, _IN_GRAPH):
             self._ranges.start(window._name)
 
@@ -607,46 +613,39 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         if self._ranges is not None and window._state in (_STOPPED, _GRAPH_STOPPED):
             self._ranges.end()
 
-    def _open_in_graph(self, window: Window[E], graphs: GraphWindows[E]) -> None:
-        # The start as a node of the graph being captured. Its event is a new one, never
-        # recorded: until a launch stamps it, a reading fails, which tells a graph not run yet.
+    def _graph_edge(self, graphs: GraphWindows[E]) -> E | None:
+        """A window's edge as a node of the graph the stream captures; None, recording
+        nothing, when it captures none. The event is a new one, never recorded: until a launch
+        stamps it, a reading fails, which tells a graph not run yet."""
+        assert self._capturing is not None  # in_graphs=True needs the capture check
+        if not self._capturing(self._target):
+            return None
         event = self._create()
         try:
             graphs.record(event, self._target)
         except BaseException:
             self._free.append(event)  # not recorded: as good as any pooled event
             raise
-        window._start = event
-        window._outer = self._top
-        self._top = window
-        window._state = _IN_GRAPH
-        graphs.open(window._name, window.depth, event)
+        return event
 
     def _stop_in_graph(self, window: Window[E]) -> None:
         # The end as a node of the same capture; a window whose capture ended while it was open
         # is half in a graph, and skipped (its start stays with the graph, which may stamp it).
         graphs = self._graphs
         assert graphs is not None  # in_graphs=True
-        assert self._capturing is not None
-        event = None
         try:
-            capturing = self._capturing(self._target)
-            if capturing:
-                event = self._create()
-                graphs.record(event, self._target)
+            end = self._graph_edge(graphs)
         except BaseException:
             # As a window's stop that fails: dropped, so the windows around it still stop.
-            if event is not None:
-                self._free.append(event)
             self._drop_top(window, _DONE)
             raise
-        if event is None:
+        if end is None:
             self._drop_top(window, _SKIPPED_DONE)
             return
-        window._end = event
+        window._end = end
         window._state = _GRAPH_STOPPED
         self._top = window._outer
-        graphs.stop(window._start, event)
+        graphs.stop(window, end)
 
     def _as_edge(self, edge: Callable[[], object]) -> None:
         # The edge's own frame, run as on a profiler at rest: the caller took the long way's
@@ -708,7 +707,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         if state == _IN_GRAPH:
             # Its start is in a graph, which may stamp it at any launch: kept until close.
             assert self._graphs is not None
-            self._graphs.drop(window._start)
+            self._graphs.drop(window)
             return
         with contextlib.suppress(ValueError):  # a collect on another thread read it already
             self._pending.remove(window)
@@ -773,74 +772,54 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         # returns, so it lies after every window and waits for nothing queued behind them.
         if windows:
             self._api.event_wait(self._last_end)  # type: ignore[arg-type]
-        # Windows in graphs: those a launch stamped, after their latest launch was waited for.
-        in_graphs = graphs.launched() if graphs is not None else None
+        # Windows in graphs: those a launch stamped since they were last read, after their
+        # latest launch was waited for.
+        in_graphs = graphs.stamped(self._read_pairs) if graphs is not None else None
         if not windows and not in_graphs:
             return []
         anchor, samples = self._take_anchor()
         try:
             reference = samples[0]
             earlier = self._earlier_than(reference)
+            # A column of each field, the windows in graphs after the others.
             starts: list[E] = list(map(_START, windows))
             ends: list[E] = list(map(_END, windows))
-            count = len(windows)
-            # Each window's duration, then how far its start lies before the anchor: one call,
-            # with what the windows in graphs need read after.
-            firsts, seconds = starts + starts, ends + [reference] * count
+            names: list[str] = list(map(_NAME, windows))
+            depths = [0 if w._outer is None else len(_chain(w._outer)) for w in windows]
             if in_graphs:
-                more = GraphWindows.pairs(in_graphs, reference)
-                firsts += more[0]
-                seconds += more[1]
-            readings = self._read_pairs(firsts, seconds)
-            spans, names, durations, in_graphs = self._spans_read(
-                Placement(anchor, earlier), windows, readings, in_graphs
+                starts += [w.start for w in in_graphs]
+                ends += [cast("E", w.end) for w in in_graphs]
+                names += [w.name for w in in_graphs]
+                depths += [w.depth for w in in_graphs]
+            # Each window's duration, then how far its start lies before the anchor: one call.
+            count = len(starts)
+            readings = self._read_pairs(starts + starts, ends + [reference] * count)
+            durations = readings[:count]
+            starts_ns, ends_ns, bounds = Placement(anchor, earlier).spans(
+                readings[count:], durations
             )
+            spans = spans_of(names, starts_ns, ends_ns, durations, depths, self._label, bounds)
         except BaseException:
             self._free.extend(samples)
             raise
         if in_graphs:
             # A sample of this anchor, reached after every launch read: those windows' mark.
             assert graphs is not None
-            assert len(samples) > 1
             self._free.extend(graphs.read(in_graphs, samples.pop()))
         self._keep_anchor(anchor, samples, earlier)
         # Every reading succeeded: only now do the windows leave the list and give their
         # events back. What a handler added to the list meanwhile stays.
-        if count == taken:
+        if len(windows) == taken:
             del pending[:taken]
         else:
             for w in windows:
                 w._state = _DONE
             pending[:taken] = [w for w in pending[:taken] if w._state != _DONE]
         free = self._free
-        free.extend(starts)
-        free.extend(ends)
+        free.extend(map(_START, windows))
+        free.extend(map(_END, windows))
         self._account(names, durations, spans)
         return spans
-
-    def _spans_read(
-        self,
-        placement: Placement,
-        windows: list[Window[E]],
-        readings: list[int],
-        in_graphs: list[InGraph[E]] | None,
-    ) -> tuple[list[Span], list[str], list[int], list[InGraph[E]] | None]:
-        """The spans of a collect's readings (see _collect), built a column at a time
-        (spans_of); their names and durations; the windows in graphs a launch stamped anew."""
-        count = len(windows)
-        names: list[str] = list(map(_NAME, windows))
-        durations = readings[:count]
-        befores = readings[count : 2 * count]
-        depths = [0 if w._outer is None else len(_chain(w._outer)) for w in windows]
-        if in_graphs:
-            in_graphs, in_durations, in_befores = GraphWindows.new(in_graphs, readings[2 * count :])
-            names += [w.name for w in in_graphs]
-            durations += in_durations
-            befores += in_befores
-            depths += [w.depth for w in in_graphs]
-        starts_ns, ends_ns, bounds = placement.spans(befores, durations)
-        spans = spans_of(names, starts_ns, ends_ns, durations, depths, self._label, bounds)
-        return spans, names, durations, in_graphs
 
     def _account(self, names: list[str], durations: list[int], spans: list[Span]) -> None:
         """Add the spans read, ``names[i]`` lasting ``durations[i]``, to the summary and the
