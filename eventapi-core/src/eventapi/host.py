@@ -76,7 +76,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
 from ._arguments import bounded_repr, check_int
 from ._errors import CaptureError, DriverError, EventStateError
@@ -103,29 +103,26 @@ _ids = itertools.count(1)
 # The methods HostBackend.inject_fault can make fail: the protocol and its capabilities.
 _FAULTABLE: Final = tuple(sorted((*PROTOCOL_METHODS, *CAPABILITY_METHODS, *GRAPH_METHODS)))
 
-# Op kinds other than a record (a record is its own op: a _Record in the queue).
-_HOST_FUNC: Final = 0
-_WAIT: Final = 1
+# The codes of the errors the backend raises, by name: CUDA's numbers (the module docstring).
+_CODES: Final = {
+    "OUT_OF_MEMORY": 2,
+    "INVALID_HANDLE": 400,
+    "ILLEGAL_STATE": 401,
+    "NOT_READY": 600,
+    "NOT_PERMITTED": 800,
+    "STREAM_CAPTURE_UNSUPPORTED": 900,
+    "CAPTURED_EVENT": 907,
+    "INJECTED_FAULT": 999,
+}
 
 # Set on worker threads, so blocking calls from a host function are refused instead of hanging.
 _worker_thread = threading.local()
 
-# Which process a worker belongs to: bumped in a forked child, where the parent's workers do
-# not exist and their state (locks a parent thread may have held at the fork) must not be used.
-_generation = 0
 
-
-def _bump_generation() -> None:
-    global _generation
-    _generation += 1
-
-
-os.register_at_fork(after_in_child=_bump_generation)
-
-
-def _stop_worker(state: _StreamState, generation: int) -> None:
-    # The safety net of a raw stream dropped without a successful destroy.
-    if generation == _generation:
+def _stop_worker(state: _StreamState, pid: int) -> None:
+    # The safety net of a raw stream dropped without a successful destroy. Not in a forked
+    # child: the worker does not exist there, and its lock may have been held at the fork.
+    if pid == os.getpid():
         state.stop()
 
 
@@ -158,7 +155,8 @@ class _StreamState:
         # the worker never wakes a waiter instead (Condition.notify picks an arbitrary sleeper).
         self.work = threading.Condition(self.lock)
         self.done = threading.Condition(self.lock)
-        self.queue: deque[_Record | tuple[int, Any]] = deque()
+        # A record, or a callable the worker runs: a host function, or a wait for a record.
+        self.queue: deque[_Record | Callable[[], object]] = deque()
         self.enqueued = 0
         self.completed = 0
         self.sleepers = 0  # threads waiting on `done`; the worker notifies only when nonzero
@@ -168,7 +166,7 @@ class _StreamState:
         self.as_node = False  # the record being made is event_record_in_graph's
         self.stopping = False
 
-    def push(self, op: _Record | tuple[int, Any]) -> None:
+    def push(self, op: _Record | Callable[[], object]) -> None:
         # Caller holds self.lock.
         self.queue.append(op)
         self.enqueued += 1
@@ -178,8 +176,6 @@ class _StreamState:
     def stop(self) -> None:
         with self.lock:
             self.stopping = True
-            self.capturing = False
-            self.nodes = []
             if self.idle:
                 self.work.notify()
 
@@ -197,6 +193,14 @@ class _StreamState:
             self.push(record)
         event.latest = record
 
+    def sleep_until(self, reached: Callable[[], bool]) -> None:
+        # Caller holds self.lock. Counted as a sleeper, so that the worker notifies `done`.
+        self.sleepers += 1
+        try:
+            self.done.wait_for(reached)
+        finally:
+            self.sleepers -= 1
+
 
 @final
 class _Record:
@@ -205,17 +209,24 @@ class _Record:
     __slots__ = ("stamp", "state")
 
     def __init__(self, state: _StreamState | None) -> None:
-        self.state = state  # None only for _CAPTURED
+        self.state = state  # None only for _CAPTURED and _UNLAUNCHED
         self.stamp: int | None = None
+
+    def wait(self) -> None:
+        """Block the calling thread until the stream reached this record."""
+        state = self.state
+        assert state is not None  # callers screen _CAPTURED out; _UNLAUNCHED is reached
+        with state.lock:
+            state.sleep_until(lambda: self.stamp is not None)
 
 
 # The record of an event recorded into a capturing stream: never reached, refused by waits.
 _CAPTURED: Final = _Record(None)
-# The record of an event whose only record is a node of a graph not launched yet: nothing to
-# wait for, and no stamp to read (as a driver's event never recorded).
+# The record of an event recorded only as a node of a graph not launched yet (and of a new
+# event, which driverkit refuses before it gets here): nothing to wait for, and no stamp to
+# read (as a driver's event never recorded).
 _UNLAUNCHED: Final = _Record(None)
-_NOTHING: Final = _Record(None)
-_NOTHING.stamp = 0
+_UNLAUNCHED.stamp = 0
 
 
 @final
@@ -226,7 +237,7 @@ class _HostEvent:
 
     def __init__(self) -> None:
         self.id = next(_ids)
-        self.latest: _Record | None = None
+        self.latest = _UNLAUNCHED
 
     def __repr__(self) -> str:
         return f"#{self.id}"
@@ -273,7 +284,12 @@ def _drain(state: _StreamState) -> None:
             else:
                 lock.release()
                 try:
-                    _run(op)
+                    op()
+                # A worker never dies: whatever a host function raises (even SystemExit) is logged.
+                except BaseException:
+                    _log.exception(
+                        "host: host function %r raised; the stream went on with its later work", op
+                    )
                 finally:
                     # Dropped before the lock is taken again: the host function may hold the
                     # last reference to a handle, whose finalizer takes its backend's lock,
@@ -288,44 +304,8 @@ def _drain(state: _StreamState) -> None:
         lock.release()
 
 
-def _run(op: tuple[int, Any]) -> None:
-    kind, arg = op
-    try:
-        if kind == _HOST_FUNC:
-            arg()
-        else:
-            _wait_reached(arg)
-    # A worker never dies: whatever a host function raises (even SystemExit) is logged.
-    except BaseException:
-        if kind == _HOST_FUNC:
-            _log.error(
-                "host: host function %r raised; the stream went on with its later work",
-                arg,
-                exc_info=True,
-            )
-        else:
-            _log.error("host: a stream wait failed; the stream went on", exc_info=True)
-
-
-def _wait_reached(record: _Record) -> None:
-    """Block the calling thread until ``record`` is stamped."""
-    if record.stamp is not None:
-        return
-    state = record.state
-    assert state is not None  # callers screen _CAPTURED out
-    with state.lock:
-        while record.stamp is None:
-            state.sleepers += 1
-            try:
-                state.done.wait()
-            finally:
-                state.sleepers -= 1
-
-
-def _error(
-    call: str, code: int, name: str, message: str, *, not_ready: bool = False
-) -> DriverError:
-    return DriverError("host", call, code, name, message, not_ready=not_ready)
+def _error(call: str, name: str, message: str) -> DriverError:
+    return DriverError("host", call, _CODES[name], name, message, not_ready=name == "NOT_READY")
 
 
 @final
@@ -340,42 +320,40 @@ class _FaultRun:
 
 
 def _latest(event: _HostEvent, call: str) -> _Record:
-    record = event.latest
-    if record is None:  # DriverBackend refuses never-recorded events before this
-        raise EventStateError(f"host: {call} refused event {event!r}: it was never recorded")
-    if record is _UNLAUNCHED:
-        if call in ("event_elapsed", "stamp_ns"):
-            raise _error(
-                call,
-                400,
-                "INVALID_HANDLE",
-                f"event {event!r} was recorded only into a graph that was not launched yet, so "
-                "it has no timestamp; launch the graph first",
-            )
-        return _NOTHING
-    if record is _CAPTURED:
+    if event.latest is _CAPTURED:
         raise _error(
             call,
-            907,
             "CAPTURED_EVENT",
             f"event {event!r} was last recorded into a stream capturing a graph, so it has no "
             "timestamp to wait for or read; record it again outside the capture",
         )
-    return record
+    return event.latest
+
+
+def _stamp(event: _HostEvent, call: str) -> int:
+    # The stamp of the event's latest record; refused when it has none (yet).
+    record = event.latest
+    if record.stamp is not None and record is not _UNLAUNCHED:
+        return record.stamp
+    _latest(event, call)  # refuses a captured event
+    if record is _UNLAUNCHED:
+        raise _error(
+            call,
+            "INVALID_HANDLE",
+            f"event {event!r} was recorded only into a graph that was not launched yet, so "
+            "it has no timestamp; launch the graph first",
+        )
+    raise _error(call, "NOT_READY", f"event {event!r} has not been reached yet; wait for it first")
 
 
 def _refuse_on_worker(call: str) -> None:
     if getattr(_worker_thread, "active", False):
         raise _error(
             call,
-            800,
             "NOT_PERMITTED",
             "called from a host function; a host function must not block on the device "
             "(it would wait on its own stream); do the wait on another thread",
         )
-
-
-_graph_ids = itertools.count(1)
 
 
 @final
@@ -394,7 +372,7 @@ class _HostGraph(SingleOwner):
         self._owner = owner
         self._nodes = nodes
         self._closed = False
-        self._id = next(_graph_ids)
+        self._id = next(_ids)
 
     @property
     def closed(self) -> bool:
@@ -479,14 +457,14 @@ class HostBackend(
         (``CAPTURED_EVENT`` on wait, query and elapsed). Work enqueued before keeps running.
         Raises DriverError ``ILLEGAL_STATE`` if the stream is already capturing.
         """
-        self._begin_capture(stream, "begin_capture")
+        self._capture(stream, "begin_capture", begin=True)
 
     def end_capture(self, stream: Stream[_Worker] | object) -> None:
         """End the capture begun by :meth:`begin_capture`; the graph it took is discarded.
 
         Raises DriverError ``ILLEGAL_STATE`` if the stream is not capturing.
         """
-        self._end_capture(stream, "end_capture")
+        self._capture(stream, "end_capture", begin=False)
 
     # -- graphs ---------------------------------------------------------------------------------
 
@@ -495,18 +473,14 @@ class HostBackend(
 
         Raises DriverError ``ILLEGAL_STATE`` if the stream is already capturing.
         """
-        if self._faults:
-            self._fault("stream_begin_capture")
-        self._begin_capture(stream, "stream_begin_capture")
+        self._capture(stream, "stream_begin_capture", begin=True)
 
     def stream_end_capture(self, stream: Stream[_Worker] | object) -> _HostGraph:
         """End the capture of ``stream``; the graph it took, ready to launch.
 
         Raises DriverError ``ILLEGAL_STATE`` if the stream is not capturing.
         """
-        if self._faults:
-            self._fault("stream_end_capture")
-        return _HostGraph(self, self._end_capture(stream, "stream_end_capture"))
+        return _HostGraph(self, self._capture(stream, "stream_end_capture", begin=False))
 
     def graph_launch(self, graph: _HostGraph | object, stream: Stream[_Worker] | object) -> None:
         """Enqueue a run of ``graph`` on ``stream``: each node records its event there.
@@ -514,27 +488,30 @@ class HostBackend(
         Into a capturing stream, the graph's nodes join that capture. Raises
         :class:`~eventapi.EventStateError` for a destroyed graph or another object's.
         """
-        nodes = self._graph(graph, "graph_launch")._nodes
+        checked = self._graph(graph, "graph_launch")
+        if checked._closed:
+            raise EventStateError(
+                f"host: graph_launch refused {graph!r}: it was already destroyed; capture another"
+            )
         with self._hold_stream(stream, "graph_launch") as worker:
             if self._faults:
                 self._fault("graph_launch")
             state = worker.state
             with state.lock:
                 if state.capturing:
-                    state.nodes.extend(nodes)
+                    state.nodes.extend(checked._nodes)
                     return
-                for event in nodes:
+                for event in checked._nodes:
                     state.record(event)
 
     def graph_destroy(self, graph: _HostGraph | object) -> None:
         """Release ``graph``; a second call is a no-op. Runs already launched complete."""
-        if type(graph) is _HostGraph and graph._owner is self and graph._closed:
-            return
         checked = self._graph(graph, "graph_destroy")
-        checked._closed = True  # released first: a failed destroy leaves nothing behind
-        checked._nodes = []
-        if self._faults:
-            self._fault("graph_destroy")
+        if not checked._closed:
+            checked._closed = True  # released first: a failed destroy leaves nothing behind
+            checked._nodes = []
+            if self._faults:
+                self._fault("graph_destroy")
 
     def event_record_in_graph(
         self, event: Event[_HostEvent] | object, stream: Stream[_Worker] | object
@@ -560,45 +537,30 @@ class HostBackend(
                 finally:
                     state.as_node = False
 
-    def _begin_capture(self, stream: object, call: str) -> None:
+    def _capture(self, stream: object, call: str, *, begin: bool) -> list[_HostEvent]:
+        # Begin or end the capture of ``stream``; the nodes it took (none when it begins).
         with self._hold_stream(stream, call) as worker:
+            if self._faults:
+                self._fault(call)
             state = worker.state
             with state.lock:
-                if state.capturing:
-                    raise _error(
-                        call,
-                        401,
-                        "ILLEGAL_STATE",
-                        f"stream {worker!r} is already capturing; end that capture first",
+                if state.capturing == begin:
+                    fix = (
+                        "is already capturing; end that capture first"
+                        if begin
+                        else "is not capturing; begin a capture first"
                     )
-                state.capturing = True
-                state.nodes = []
-
-    def _end_capture(self, stream: object, call: str) -> list[_HostEvent]:
-        with self._hold_stream(stream, call) as worker:
-            state = worker.state
-            with state.lock:
-                if not state.capturing:
-                    raise _error(
-                        call,
-                        401,
-                        "ILLEGAL_STATE",
-                        f"stream {worker!r} is not capturing; begin a capture first",
-                    )
-                state.capturing = False
+                    raise _error(call, "ILLEGAL_STATE", f"stream {worker!r} {fix}")
+                state.capturing = begin
                 nodes, state.nodes = state.nodes, []
                 return nodes
 
     def _graph(self, graph: object, call: str) -> _HostGraph:
-        # ``graph`` as an open graph of this object; anything else is refused.
+        # ``graph`` as a graph of this object, open or destroyed; anything else is refused.
         if type(graph) is not _HostGraph or graph._owner is not self:
             raise EventStateError(
                 f"host: {call} refused {bounded_repr(graph)}: not a graph of this host backend "
                 "object; pass one its stream_end_capture() returned"
-            )
-        if graph._closed:
-            raise EventStateError(
-                f"host: {call} refused {graph!r}: it was already destroyed; capture a new one"
             )
         return graph
 
@@ -611,16 +573,7 @@ class HostBackend(
         yet (as ``event_elapsed`` does), ``CAPTURED_EVENT`` for a captured event.
         """
         with self._hold_event(event, "stamp_ns") as raw:
-            stamp = _latest(raw, "stamp_ns").stamp
-            if stamp is None:
-                raise _error(
-                    "stamp_ns",
-                    600,
-                    "NOT_READY",
-                    f"event {raw!r} has not been reached yet; wait for it first",
-                    not_ready=True,
-                )
-            return stamp
+            return _stamp(raw, "stamp_ns")
 
     # -- the driver calls -----------------------------------------------------------------------
 
@@ -630,20 +583,14 @@ class HostBackend(
             if not pending:
                 return
             run = pending[0]
-            error = run.error
             run.left -= 1
             if not run.left:
                 pending.popleft()
                 if not pending:
                     del self._faults[method]
-        if error is None:
-            raise _error(
-                method,
-                999,
-                "INJECTED_FAULT",
-                f"fault injected by inject_fault({method!r})",
-            )
-        raise copy.copy(error)
+        if run.error is None:
+            raise _error(method, "INJECTED_FAULT", f"fault injected by inject_fault({method!r})")
+        raise copy.copy(run.error)
 
     def _raw_event_create(self) -> _HostEvent:
         if self._faults:
@@ -651,7 +598,6 @@ class HostBackend(
         return _HostEvent()
 
     def _raw_event_destroy(self, event: _HostEvent) -> None:
-        event.latest = None  # released first: a failed destroy leaves nothing behind
         if self._faults:
             self._fault("event_destroy")
 
@@ -664,8 +610,6 @@ class HostBackend(
                 state.record(event)
             elif state.as_node:  # a node: the event stays as it was until a launch
                 state.nodes.append(event)
-                if event.latest is None:
-                    event.latest = _UNLAUNCHED
             else:
                 event.latest = _CAPTURED
 
@@ -675,7 +619,7 @@ class HostBackend(
         record = _latest(event, "event_wait")
         if record.stamp is None:
             _refuse_on_worker("event_wait")
-            _wait_reached(record)
+            record.wait()
 
     def _raw_event_query(self, event: _HostEvent) -> bool:
         if self._faults:
@@ -685,18 +629,7 @@ class HostBackend(
     def _raw_event_elapsed_ns(self, start: _HostEvent, end: _HostEvent) -> int:
         if self._faults:
             self._fault("event_elapsed")
-        start_ns = _latest(start, "event_elapsed").stamp
-        end_ns = _latest(end, "event_elapsed").stamp
-        if start_ns is None or end_ns is None:
-            which = start if start_ns is None else end
-            raise _error(
-                "event_elapsed",
-                600,
-                "NOT_READY",
-                f"event {which!r} has not been reached yet; wait for the end event first",
-                not_ready=True,
-            )
-        return end_ns - start_ns
+        return _stamp(end, "event_elapsed") - _stamp(start, "event_elapsed")
 
     def _raw_stream_wait_event(self, stream: _Worker, event: _HostEvent) -> None:
         if self._faults:
@@ -707,7 +640,7 @@ class HostBackend(
                 return  # captured into the graph, as CUDA joins a captured event
             record = _latest(event, "stream_wait_event")
             if record.stamp is None:
-                state.push((_WAIT, record))
+                state.push(record.wait)
 
     def _raw_stream_synchronize(self, stream: _Worker) -> None:
         if self._faults:
@@ -717,21 +650,14 @@ class HostBackend(
             if state.capturing:
                 raise _error(
                     "stream_synchronize",
-                    900,
                     "STREAM_CAPTURE_UNSUPPORTED",
                     f"stream {stream!r} is capturing a graph and cannot be synchronized; "
                     "call end_capture(stream) first",
                 )
             target = state.enqueued
-            if state.completed >= target:
-                return
-            _refuse_on_worker("stream_synchronize")
-            while state.completed < target:
-                state.sleepers += 1
-                try:
-                    state.done.wait()
-                finally:
-                    state.sleepers -= 1
+            if state.completed < target:
+                _refuse_on_worker("stream_synchronize")
+                state.sleep_until(lambda: state.completed >= target)
 
     def _raw_stream_create_non_blocking(self) -> _Worker:
         if self._faults:
@@ -739,7 +665,7 @@ class HostBackend(
         worker = _Worker()
         # Safety net, armed before the thread starts so that no interrupt can leave a running
         # worker without it: a raw stream dropped without a successful destroy still stops.
-        weakref.finalize(worker, _stop_worker, worker.state, _generation).atexit = False
+        weakref.finalize(worker, _stop_worker, worker.state, os.getpid()).atexit = False
         thread = threading.Thread(
             target=_drain,
             args=(worker.state,),
@@ -751,7 +677,6 @@ class HostBackend(
         except RuntimeError as exc:  # the interpreter could not start another thread
             raise _error(
                 "stream_create_non_blocking",
-                2,
                 "OUT_OF_MEMORY",
                 f"could not start the stream's worker thread ({exc}); destroy unused streams",
             ) from exc
@@ -777,7 +702,7 @@ class HostBackend(
                     f"host: stream_launch_host_func refused on stream {stream!r}: it began "
                     "capturing a graph; launch the host function after the capture ends"
                 )
-            state.push((_HOST_FUNC, fn))
+            state.push(fn)
 
 
 if TYPE_CHECKING:
