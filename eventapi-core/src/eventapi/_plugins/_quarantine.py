@@ -58,14 +58,11 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from .._logger import logger
-from ._plugin import broken
-
-if TYPE_CHECKING:
-    from ._plugin import Plugin
-    from ._spec import BackendInfo
+from ._plugin import Plugin, broken
+from ._spec import BackendInfo
 
 __all__ = ["crashed_before", "guard", "lift"]
 

@@ -32,17 +32,14 @@ import re
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import Any, Final, final
 
 from .._errors import BackendError, BackendNotFoundError, BackendUnavailableError
-from .._protocol import PROTOCOL_METHODS
+from .._protocol import PROTOCOL_METHODS, EventApi
 from . import _discovery
 from ._discovery import ENV_DISABLE_AUTOLOAD, ENV_DISABLE_PLUGINS
 from ._plugin import KNOWN_HINTS, Plugin, describe, normalize
 from ._spec import ENTRY_POINT_GROUP, NAME_PATTERN, RESERVED_NAMES, BackendInfo, BackendSpec
-
-if TYPE_CHECKING:
-    from .._protocol import EventApi
 
 __all__ = ["ENV_BACKEND", "backend", "choose", "passed_over", "preview"]
 
@@ -196,15 +193,10 @@ def passed_over(rows: Sequence[BackendInfo], chosen: str) -> list[BackendInfo]:
         if row.status.startswith("broken: ")
         and row.priority >= top
         and row.name != chosen
-        and not _impostor(row)
+        # Its name is reserved for no one or for its own distribution: an impostor of a
+        # reserved name is never selectable under it, so not a backend the user would have had.
+        and RESERVED_NAMES.get(row.name) in (None, normalize(row.distribution))
     ]
-
-
-def _impostor(row: BackendInfo) -> bool:
-    # A reserved name claimed by another distribution: never selectable under that name, so
-    # not a backend the user would have had.
-    owner = RESERVED_NAMES.get(row.name)
-    return owner is not None and normalize(row.distribution) != owner
 
 
 def _passed_over_message(chosen: str, over: Sequence[BackendInfo]) -> str:
