@@ -222,18 +222,12 @@ class EventFence(SingleOwner, Generic[E, S]):
 
     def _wait_slowly(self, timeout: object) -> None:
         # wait() reached or closed already, with a timeout, or on a backend without a query.
-        if self._state == _CLOSED:
-            self._refuse_closed("wait")
-        seconds = None if timeout is None else _seconds(timeout)
-        if seconds is not None:
-            self._require_query("wait(timeout=...)")
-        if self._state == _REACHED:
-            return  # a fence is recorded once: reached stays reached
+        self._refuse_if_closed("wait")
         try:
-            if seconds is None:
+            if timeout is not None:
+                self._poll(_seconds(timeout))
+            elif self._state != _REACHED:  # a fence is recorded once: reached stays reached
                 self._block()
-            else:
-                self._poll(seconds)
         except EventStateError:
             self._refuse_if_closed("wait")
             raise
@@ -294,11 +288,9 @@ class EventFence(SingleOwner, Generic[E, S]):
         Needs the backend's ``event_query``; without it, :class:`~eventapi.UnsupportedError`.
         Raises :class:`~eventapi.EventStateError` after ``close()``.
         """
-        state = self._state
-        if state == _CLOSED:
-            self._refuse_closed("reached")
+        self._refuse_if_closed("reached")
         query = self._require_query("reached()")
-        if state == _REACHED:
+        if self._state == _REACHED:
             return True
         try:
             done = query.event_query(self._event)
@@ -316,8 +308,7 @@ class EventFence(SingleOwner, Generic[E, S]):
         :class:`~eventapi.EventStateError` after ``close()`` and the backend's
         :class:`~eventapi.DriverError` when it refuses the dependency.
         """
-        if self._state == _CLOSED:
-            self._refuse_closed("wait_on")
+        self._refuse_if_closed("wait_on")
         try:
             self._api.stream_wait_event(stream, self._event)
         except EventStateError:
@@ -338,10 +329,8 @@ class EventFence(SingleOwner, Generic[E, S]):
         # double what `import eventapi` costs, for the one method that needs it.
         import asyncio
 
-        state = self._state
-        if state == _CLOSED:
-            self._refuse_closed("wait_async")
-        if state == _REACHED:
+        self._refuse_if_closed("wait_async")
+        if self._state == _REACHED:
             return
         event = self._event
         query = cast("SupportsEventQuery[E]", self._api) if self._has_query() else None
@@ -426,16 +415,14 @@ class EventFence(SingleOwner, Generic[E, S]):
         return _by_class[type(self._api)].event_query
 
     def _refuse_if_closed(self, call: str) -> None:
-        # The backend refused the event: a close() on another thread came between.
+        # Before a call, and after the backend refused the event: a close() on another thread
+        # may have come between.
         if self._state == _CLOSED:
-            self._refuse_closed(call)
-
-    def _refuse_closed(self, call: str) -> NoReturn:
-        raise EventStateError(
-            f"{self._api.BACKEND}: EventFence.{call} refused: the fence is closed (its event is "
-            "destroyed, or will be once the calls still waiting on it return); record a new "
-            "fence with EventFence.record(api, stream)"
-        )
+            raise EventStateError(
+                f"{self._api.BACKEND}: EventFence.{call} refused: the fence is closed (its event "
+                "is destroyed, or will be once the calls still waiting on it return); record a "
+                "new fence with EventFence.record(api, stream)"
+            )
 
     def _require_query(self, call: str) -> SupportsEventQuery[E]:
         if not self._has_query():
@@ -449,21 +436,18 @@ class EventFence(SingleOwner, Generic[E, S]):
     def _poll(self, timeout: float) -> None:
         query, event = self._require_query("wait(timeout=...)"), self._event
         # Bounds: see _POLL_FIRST_S and _POLL_MAX_S.
-        if not query.event_query(event):
-            deadline = time.monotonic() + timeout
-            delay = _POLL_FIRST_S
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(
-                        f"{self._api.BACKEND}: fence not reached within {timeout:g} s; the "
-                        "stream it was recorded into is still busy (wait longer, or look for "
-                        "work on it that never finishes)"
-                    )
-                time.sleep(min(delay, remaining))
-                if query.event_query(event):
-                    break
-                delay = min(delay * 2, _POLL_MAX_S)
+        deadline = time.monotonic() + timeout
+        delay = _POLL_FIRST_S
+        while self._state != _REACHED and not query.event_query(event):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"{self._api.BACKEND}: fence not reached within {timeout:g} s; the stream "
+                    "it was recorded into is still busy (wait longer, or look for work on it "
+                    "that never finishes)"
+                )
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, _POLL_MAX_S)
         self._mark_reached()
 
 
