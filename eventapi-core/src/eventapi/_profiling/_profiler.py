@@ -45,7 +45,6 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable
 from functools import partial, wraps
-from types import TracebackType
 from typing import Any, Final, Generic, ParamSpec, TypeVar, cast, final
 
 from .._arguments import bounded_repr, check_int
@@ -187,12 +186,7 @@ class Window(SingleOwner, Generic[E]):
             prof._skip(self)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         # The innermost open window of a profiler at rest stops here, an exception leaving its
         # block or not (the block ended: so did the window). Anything else goes the long way.
         prof = self._profiler
@@ -916,13 +910,12 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         spans: list[Span] = []
         with _Reading(self, "close"):
             try:
-                if self._top is not None:
-                    # The latest start of a window still open: the stream reaches it before
-                    # its events are destroyed (the collect waits for the ends). Not one in a
-                    # graph: its capture may go on, where a wait would spoil it.
-                    opened = [w for w in _chain(self._top) if w._state == _OPEN]
-                    if opened:
-                        self._api.event_wait(opened[0]._start)
+                # The latest start of a window still open: the stream reaches it before its
+                # events are destroyed (the collect waits for the ends). Not one in a graph:
+                # its capture may go on, where a wait would spoil it.
+                opened = [w for w in _chain(self._top) if w._state == _OPEN]
+                if opened:
+                    self._api.event_wait(opened[0]._start)
                 spans = self._collect()
             except Exception:
                 self._close_now()
@@ -946,12 +939,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     def __enter__(self) -> EventProfiler[E, S]:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -1047,7 +1035,7 @@ class _Reading:
             raise EventStateError(_refusal(profiler._label, f"EventProfiler.{self._call}", holder))
         profiler._detour = (self._call, threading.get_ident())
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         profiler = self._profiler
         profiler._detour = profiler._at_rest
         profiler._claim.release()

@@ -65,20 +65,17 @@ class DurationSummary:
         self.buffer = array("q")  # values not merged into the sketch yet (sketch only)
 
     def extend(self, values: list[int]) -> None:
-        """Count ``values`` in: a collect's durations of this name, in one call.
+        """Count ``values`` in: a collect's durations of this name (at least one), in one call.
 
         Count, total, minimum and maximum are taken with the builtins over the whole batch;
         values go on being kept exactly until there are :data:`EXACT_UP_TO` of them, then the
         sketch takes over and the rest wait in its buffer.
         """
-        if not values:
-            return
         low, high = min(values), max(values)
         if self.count == 0:
             self.min_ns, self.max_ns = low, high
         else:
-            self.min_ns = min(self.min_ns, low)
-            self.max_ns = max(self.max_ns, high)
+            self.min_ns, self.max_ns = min(self.min_ns, low), max(self.max_ns, high)
         self.total_ns += sum(values)
         self.count += len(values)
         if self.gs is None:
