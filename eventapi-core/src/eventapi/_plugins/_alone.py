@@ -63,11 +63,11 @@ class Outcome(NamedTuple):
     priority: int
 
 
-def run(plugin: Plugin, device: str | None, timeout: float) -> Outcome:
+def run(plugin: Plugin, load: str, timeout: float) -> Outcome:
     """Run ``plugin`` alone in a new process and wait at most ``timeout`` seconds for it.
 
-    ``device`` is None to stop after the probe, else the ``load`` to call after it: ``""`` for
-    ``load(None)``, or a device index. Never raises.
+    ``load`` is ``""`` to stop after the probe, else the backend whose ``load`` to call after
+    it, as it was selected: ``"NAME"`` for ``load(None)``, ``"NAME:DEVICE"``. Never raises.
     """
     # The parent of eventapi's own folder first: the child must import this eventapi.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,7 +75,7 @@ def run(plugin: Plugin, device: str | None, timeout: float) -> Outcome:
         # The import system skips entries that are not str; so does json.
         "path": [root, *(entry for entry in sys.path if isinstance(entry, str))],
         "plugin": plugin[:4],  # name, distribution, version, target
-        "device": device,
+        "load": load,
     }
     status: int | None = None  # killed when the time ran out
     try:
@@ -167,9 +167,10 @@ def main(args: dict[str, Any]) -> NoReturn:
     name, distribution, version, target = args["plugin"]
     load = EntryPoint(name, target, ENTRY_POINT_GROUP).load
     entry = resolve(Plugin(name, distribution, version, target, load), advance)  # never raises
-    device = args["device"]
-    if device is not None and entry.spec is not None:
-        advance(f"in its load ({f'{name}:{device}' if device else name})", None)
+    selected = args["load"]
+    if selected and entry.spec is not None:
+        advance(f"in its load ({selected})", None)
+        device = selected.partition(":")[2]
         with contextlib.suppress(BaseException):  # the plugin's failure, not a crash
             entry.spec.load(int(device) if device else None)
     say("returned")

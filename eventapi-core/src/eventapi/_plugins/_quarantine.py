@@ -74,11 +74,10 @@ _JOURNAL: Final = ".probing"
 _QUARANTINED: Final = ".quarantined"
 _ENDED: Final = ".ended"
 _TEMP: Final = ".tmp-"  # a file being written, renamed into place when complete
-_MAGIC: Final = "eventapi-probe 3"
-_RECORD: Final = "eventapi-record 3"
+_MAGIC: Final = "eventapi-probe 4"
+_RECORD: Final = "eventapi-record 4"
 _MAX_BYTES: Final = 1 << 20  # a journal or a record is one line
 _STALE_TEMP_S: Final = 60.0  # a temporary file lives microseconds; older ones were abandoned
-_PROBE: Final = "probe"  # what a plugin runs: its import, hook and probe; else "load[:DEVICE]"
 _VARIABLE: Final = "EVENTAPI_DISABLE_PLUGINS"
 
 
@@ -240,17 +239,18 @@ class _Record(NamedTuple):
     detail: str  # a quarantine: its reason; deaths: the pid of the last process that died
     deaths: int
     checked: bool  # the last death was checked in a separate process
-    what: str  # what the plugin ran when it died: _PROBE, or "load[:DEVICE]"
+    load: str  # what the plugin ran when it died: "", its import, hook and probe; or its load,
+    # the backend as selected: "NAME" or "NAME:DEVICE"
 
 
 def _current(dir_fd: int, file: str, distribution: str, version: str) -> _Record | None:
     """Record ``file``, if of this plugin version; one of another (or unparsable) is removed."""
     fields = _fields(dir_fd, file, _RECORD, 7)
     if fields is not None and fields[:2] == [distribution, version]:
-        priority, detail, deaths, checked, what = fields[2:]
+        priority, detail, deaths, checked, load = fields[2:]
         with contextlib.suppress(ValueError):  # a number that is not one
             return _Record(
-                distribution, version, int(priority), detail, int(deaths), checked == "True", what
+                distribution, version, int(priority), detail, int(deaths), checked == "True", load
             )
     _discard(dir_fd, file)  # unparsable, a link, or of another version (which may be fixed)
     return None
@@ -276,7 +276,7 @@ def _sweep(dir_fd: int, files: list[str]) -> None:
             _discard(dir_fd, file)  # unparsable, or a link: nothing to learn, never followed
             continue
         theirs = _Identity(*fields[:5])
-        name, distribution, version, what = fields[5:]
+        name, distribution, version, load = fields[5:]
         if theirs.host != me.host or (theirs.boot and theirs.boot != me.boot):
             if theirs.host == me.host:
                 _discard(dir_fd, file)  # from before a reboot, which is no crash
@@ -286,7 +286,7 @@ def _sweep(dir_fd: int, files: list[str]) -> None:
         ended = f"{name}{_ENDED}"
         before = _current(dir_fd, ended, distribution, version)
         deaths = (before.deaths if before is not None else 0) + 1
-        _put(dir_fd, ended, _RECORD, distribution, version, 0, theirs.pid, deaths, False, what)
+        _put(dir_fd, ended, _RECORD, distribution, version, 0, theirs.pid, deaths, False, load)
         _discard(dir_fd, file)
 
 
@@ -335,9 +335,8 @@ def _check(dir_fd: int, plugin: Plugin, ended: _Record, timeout: float) -> _Reco
     from . import _alone
 
     name = plugin.name
-    load = ended.what != _PROBE
-    running = "its load" if load else "its import, hook or probe"
-    outcome = _alone.run(plugin, ended.what.partition(":")[2] if load else None, timeout)
+    running = "its load" if ended.load else "its import, hook or probe"
+    outcome = _alone.run(plugin, ended.load, timeout)
     if outcome.verdict == "crashed":
         when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
         detail = (
@@ -394,10 +393,11 @@ _running: dict[str, int] = {}
 
 
 @contextlib.contextmanager
-def guard(plugin: Plugin, what: str = _PROBE) -> Iterator[None]:
-    """Keep a journal of ``plugin`` running ``what`` while the block runs.
+def guard(plugin: Plugin, load: str = "") -> Iterator[None]:
+    """Keep a journal of ``plugin`` running while the block runs.
 
-    ``what`` is ``"probe"`` (the import, hook and probe) or ``"load"`` / ``"load:DEVICE"``. On
+    ``load`` is ``""`` while the block runs its import, hook and probe, else the backend whose
+    ``load`` it calls, as selected (``"NAME"`` or ``"NAME:DEVICE"``). On
     exit, whatever the block raises, the journal is removed and the plugin's deaths in a row are
     forgotten (it ran to the end this time). Only installed plugins are guarded: for another,
     the guard does nothing.
@@ -409,7 +409,7 @@ def guard(plugin: Plugin, what: str = _PROBE) -> Iterator[None]:
     dir_fd, _ = opened
     journal = f"{os.getpid()}.{os.urandom(4).hex()}{_JOURNAL}"
     _running[journal] = dir_fd
-    _put(dir_fd, journal, _MAGIC, *_me(), *plugin[:3], what)
+    _put(dir_fd, journal, _MAGIC, *_me(), *plugin[:3], load)
     try:
         yield
     finally:

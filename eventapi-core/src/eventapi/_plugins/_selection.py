@@ -311,7 +311,7 @@ def _load(spec: BackendSpec, plugin: Plugin, device: int | None) -> Any:
     from . import _quarantine
 
     try:
-        with _quarantine.guard(plugin, "load" if device is None else f"load:{device}"):
+        with _quarantine.guard(plugin, what):
             obj = spec.load(device)
     except BackendError:
         raise  # the plugin already said what is wrong, in eventapi's own terms
