@@ -266,7 +266,6 @@ def _drain(state: _StreamState) -> None:
     _worker_thread.active = True
     lock = state.lock
     queue = state.queue
-    now = _now
     lock.acquire()
     try:
         while True:
@@ -280,7 +279,7 @@ def _drain(state: _StreamState) -> None:
             op = queue.popleft()
             if type(op) is _Record:
                 # Stamped under the lock: a waiter that saw no stamp is already asleep on `done`.
-                op.stamp = now()
+                op.stamp = _now()
             else:
                 lock.release()
                 try:
@@ -306,17 +305,6 @@ def _drain(state: _StreamState) -> None:
 
 def _error(call: str, name: str, message: str) -> DriverError:
     return DriverError("host", call, _CODES[name], name, message, not_ready=name == "NOT_READY")
-
-
-@final
-class _FaultRun:
-    """``left`` more calls of one method fail with ``error`` (None: the default error)."""
-
-    __slots__ = ("error", "left")
-
-    def __init__(self, error: DriverError | None, left: int) -> None:
-        self.error = error
-        self.left = left
 
 
 def _latest(event: _HostEvent, call: str) -> _Record:
@@ -401,9 +389,9 @@ class HostBackend(
 
     def __init__(self) -> None:
         super().__init__()
-        # method name -> runs of pending faults, one per inject_fault call, whatever its count.
-        # Guarded by _faults_lock.
-        self._faults: dict[str, deque[_FaultRun]] = {}
+        # method name -> runs of pending faults, one per inject_fault call, whatever its count:
+        # (the error, None for the default one; how many calls it fails). Guarded by _faults_lock.
+        self._faults: dict[str, deque[tuple[DriverError | None, int]]] = {}
         self._faults_lock = threading.Lock()
 
     @property
@@ -447,7 +435,7 @@ class HostBackend(
         if error is not None and not isinstance(error, DriverError):
             raise TypeError(f"inject_fault: error must be a DriverError, got {bounded_repr(error)}")
         with self._faults_lock:
-            self._faults.setdefault(method, deque()).append(_FaultRun(error, count))
+            self._faults.setdefault(method, deque()).append((error, count))
 
     def begin_capture(self, stream: Stream[_Worker] | object) -> None:
         """Start a graph capture on ``stream``, as a test aid (:meth:`stream_begin_capture`).
@@ -494,8 +482,7 @@ class HostBackend(
                 f"host: graph_launch refused {graph!r}: it was already destroyed; capture another"
             )
         with self._hold_stream(stream, "graph_launch") as worker:
-            if self._faults:
-                self._fault("graph_launch")
+            self._fault("graph_launch")
             state = worker.state
             with state.lock:
                 if state.capturing:
@@ -510,8 +497,7 @@ class HostBackend(
         if not checked._closed:
             checked._closed = True  # released first: a failed destroy leaves nothing behind
             checked._nodes = []
-            if self._faults:
-                self._fault("graph_destroy")
+            self._fault("graph_destroy")
 
     def event_record_in_graph(
         self, event: Event[_HostEvent] | object, stream: Stream[_Worker] | object
@@ -540,8 +526,7 @@ class HostBackend(
     def _capture(self, stream: object, call: str, *, begin: bool) -> list[_HostEvent]:
         # Begin or end the capture of ``stream``; the nodes it took (none when it begins).
         with self._hold_stream(stream, call) as worker:
-            if self._faults:
-                self._fault(call)
+            self._fault(call)
             state = worker.state
             with state.lock:
                 if state.capturing == begin:
@@ -578,19 +563,20 @@ class HostBackend(
     # -- the driver calls -----------------------------------------------------------------------
 
     def _fault(self, method: str) -> None:
+        # Raises the next fault injected for `method`, if any. The calls a window, a collect and
+        # a fence make test `_faults` first, so that they make no call while none is pending.
         with self._faults_lock:
             pending = self._faults.get(method)
             if not pending:
                 return
-            run = pending[0]
-            run.left -= 1
-            if not run.left:
-                pending.popleft()
-                if not pending:
-                    del self._faults[method]
-        if run.error is None:
+            error, left = pending.popleft()
+            if left > 1:
+                pending.appendleft((error, left - 1))
+            elif not pending:
+                del self._faults[method]
+        if error is None:
             raise _error(method, "INJECTED_FAULT", f"fault injected by inject_fault({method!r})")
-        raise copy.copy(run.error)
+        raise copy.copy(error)
 
     def _raw_event_create(self) -> _HostEvent:
         if self._faults:
@@ -614,8 +600,7 @@ class HostBackend(
                 event.latest = _CAPTURED
 
     def _raw_event_wait(self, event: _HostEvent) -> None:
-        if self._faults:
-            self._fault("event_wait")
+        self._fault("event_wait")
         record = _latest(event, "event_wait")
         if record.stamp is None:
             _refuse_on_worker("event_wait")
@@ -632,8 +617,7 @@ class HostBackend(
         return _stamp(end, "event_elapsed") - _stamp(start, "event_elapsed")
 
     def _raw_stream_wait_event(self, stream: _Worker, event: _HostEvent) -> None:
-        if self._faults:
-            self._fault("stream_wait_event")
+        self._fault("stream_wait_event")
         state = stream.state
         with state.lock:
             if state.capturing:
@@ -643,8 +627,7 @@ class HostBackend(
                 state.push(record.wait)
 
     def _raw_stream_synchronize(self, stream: _Worker) -> None:
-        if self._faults:
-            self._fault("stream_synchronize")
+        self._fault("stream_synchronize")
         state = stream.state
         with state.lock:
             if state.capturing:
@@ -660,8 +643,7 @@ class HostBackend(
                 state.sleep_until(lambda: state.completed >= target)
 
     def _raw_stream_create_non_blocking(self) -> _Worker:
-        if self._faults:
-            self._fault("stream_create_non_blocking")
+        self._fault("stream_create_non_blocking")
         worker = _Worker()
         # Safety net, armed before the thread starts so that no interrupt can leave a running
         # worker without it: a raw stream dropped without a successful destroy still stops.
@@ -684,8 +666,7 @@ class HostBackend(
 
     def _raw_stream_destroy(self, stream: _Worker) -> None:
         stream.state.stop()  # released first: a failed destroy leaves no worker running
-        if self._faults:
-            self._fault("stream_destroy")
+        self._fault("stream_destroy")
 
     def _raw_stream_is_capturing(self, stream: _Worker) -> bool:
         if self._faults:
@@ -693,8 +674,7 @@ class HostBackend(
         return stream.state.capturing
 
     def _raw_launch_host_func(self, stream: _Worker, fn: Callable[[], object]) -> None:
-        if self._faults:
-            self._fault("stream_launch_host_func")
+        self._fault("stream_launch_host_func")
         state = stream.state
         with state.lock:
             if state.capturing:  # checked before, but a capture may have begun since
