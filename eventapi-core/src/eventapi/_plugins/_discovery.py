@@ -109,13 +109,8 @@ def _env_flag(name: str) -> bool:
     if value in _FALSE:
         return False
     if value not in _TRUE:
-        logger().warning(
-            "%s=%r is not one of %s (set) or %s (not set); taken as set",
-            name,
-            raw,
-            ", ".join(_TRUE),
-            ", ".join(repr(v) for v in _FALSE),
-        )
+        spellings = f"{', '.join(_TRUE)} (set) or {', '.join(map(repr, _FALSE))} (not set)"
+        logger().warning("%s=%r is not one of %s; taken as set", name, raw, spellings)
     return True
 
 

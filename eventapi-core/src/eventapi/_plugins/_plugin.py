@@ -248,11 +248,7 @@ def _check_specs(plugin: Plugin, specs: list[object]) -> BackendSpec:
             "name and BackendSpec.name must be the same"
         )
     version: object = spec.api_version
-    if not (
-        isinstance(version, tuple)
-        and len(version) == 2
-        and all(isinstance(part, int) for part in version)
-    ):
+    if not isinstance(version, tuple) or [type(part) for part in version] != [int, int]:
         raise _BrokenPluginError(f"api_version {version!r} is not a (major, minor) pair of ints")
     major, minor = PLUGIN_API
     if version[0] != major:

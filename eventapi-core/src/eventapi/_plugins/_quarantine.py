@@ -363,13 +363,8 @@ def _check(dir_fd: int, plugin: Plugin, ended: _Record, timeout: float) -> _Reco
     else:
         logger().debug("process %s ended while %s ran: not a crash of it", ended.detail, name)
         return None
-    logger().warning(
-        "backend %r: %s; running it again. If it is what ends this program, block it with %s=%s",
-        name,
-        why,
-        _VARIABLE,
-        name,
-    )
+    fix = f"If it is what ends this program, block it with {_VARIABLE}={name}"
+    logger().warning("backend %r: %s; running it again. %s", name, why, fix)
     return None
 
 
