@@ -21,17 +21,11 @@ class SingleOwner:
 
     _COPY_HINT: ClassVar[str] = "share the object itself"
 
-    def _refuse_copy(self) -> NoReturn:
+    def _refuse_copy(self, *_: object) -> NoReturn:
         raise TypeError(
             f"{type(self).__name__} cannot be copied or pickled: it owns driver handles, which "
             f"have exactly one owner; {self._COPY_HINT}"
         )
 
-    def __copy__(self) -> NoReturn:
-        self._refuse_copy()
-
-    def __deepcopy__(self, memo: object) -> NoReturn:
-        self._refuse_copy()
-
-    def __reduce_ex__(self, protocol: object) -> NoReturn:
-        self._refuse_copy()
+    # copy.copy, copy.deepcopy (with a memo) and pickle (with a protocol) each call one of these.
+    __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy
