@@ -40,8 +40,6 @@ __all__ = [
 class EventApiError(Exception):
     """Base of every exception eventapi raises on purpose."""
 
-    __module__ = "eventapi"
-
 
 @final
 class DriverError(EventApiError):
@@ -52,8 +50,6 @@ class DriverError(EventApiError):
     marks has not been reached yet (``CUDA_ERROR_NOT_READY``, ``hipErrorNotReady``): the only
     failure a caller is expected to retry.
     """
-
-    __module__ = "eventapi"
 
     def __init__(
         self,
@@ -74,18 +70,11 @@ class DriverError(EventApiError):
         super().__init__(f"{backend}: {call} failed: {name} ({code}): {message}")
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Keyword-only `not_ready` is not in self.args; pickle (multiprocessing, logging
-        # handlers) must rebuild the whole error, not a bare message.
-        return (
-            _rebuild_driver_error,
-            (self.backend, self.call, self.code, self.name, self.message, self.not_ready),
-        )
-
-
-def _rebuild_driver_error(
-    backend: str, call: str, code: int, name: str, message: str, not_ready: bool
-) -> DriverError:
-    return DriverError(backend, call, code, name, message, not_ready=not_ready)
+        # Pickle (multiprocessing, logging handlers) must rebuild the whole error, not a bare
+        # message: self.args holds only the message. Keyword-only `not_ready` comes back with
+        # the rest of the instance's __dict__, which BaseException.__setstate__ restores.
+        fields = (self.backend, self.call, self.code, self.name, self.message)
+        return DriverError, fields, self.__dict__
 
 
 @final
@@ -97,8 +86,6 @@ class EventStateError(EventApiError, ValueError):
     undefined behaviour, not an error.
     """
 
-    __module__ = "eventapi"
-
 
 @final
 class CaptureError(EventApiError):
@@ -109,31 +96,26 @@ class CaptureError(EventApiError):
     into a stream that is not capturing.
     """
 
-    __module__ = "eventapi"
-
 
 @final
 class UnsupportedError(EventApiError, NotImplementedError):
     """The backend lacks an optional capability that this call needs."""
 
-    __module__ = "eventapi"
-
 
 class BackendError(EventApiError):
     """A backend could not be found or used."""
-
-    __module__ = "eventapi"
 
 
 @final
 class BackendNotFoundError(BackendError, LookupError):
     """No backend of that name is installed; the message lists those that are."""
 
-    __module__ = "eventapi"
-
 
 @final
 class BackendUnavailableError(BackendError):
     """The backend is installed but cannot be used here; the message says why."""
 
-    __module__ = "eventapi"
+
+# Every class says it belongs to eventapi (the module docstring says why).
+for _name in __all__:
+    globals()[_name].__module__ = "eventapi"
