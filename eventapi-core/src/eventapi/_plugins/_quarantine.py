@@ -309,16 +309,14 @@ def crashed_before(plugin: Plugin, timeout: float) -> BackendInfo | None:
     name, distribution, version = plugin[:3]
     file = f"{name}{_QUARANTINED}"
     try:
-        with _sweeping:
+        # The file operations below deal with their own errors; listing is the one left.
+        with _sweeping, contextlib.suppress(OSError):  # a directory it cannot list: no sweep
             _sweep(dir_fd, os.listdir(dir_fd))
         quarantined = _current(dir_fd, file, distribution, version)
         if quarantined is None:
             ended = _current(dir_fd, f"{name}{_ENDED}", distribution, version)
             if ended is not None and not ended.checked:
                 quarantined = _check(dir_fd, plugin, ended, timeout)
-    except OSError:
-        logger().debug("cannot read the probe records", exc_info=True)
-        return None
     finally:
         os.close(dir_fd)
     if quarantined is None:
