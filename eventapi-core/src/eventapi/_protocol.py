@@ -30,7 +30,6 @@ from ._arguments import bounded_repr
 
 __all__ = [
     "CAPABILITY_METHODS",
-    "FAST_PATH_METHODS",
     "GRAPH_METHODS",
     "PROTOCOL_METHODS",
     "Capabilities",
@@ -368,9 +367,6 @@ CAPABILITY_METHODS: Final[tuple[str, ...]] = (
     *_methods(SupportsHostFunc),
 )
 """The methods of the optional capability protocols, read off them likewise."""
-
-FAST_PATH_METHODS: Final[tuple[str, ...]] = _methods(SupportsFastPath)
-"""The methods of :class:`SupportsFastPath`, read off it likewise."""
 
 GRAPH_METHODS: Final[tuple[str, ...]] = (
     *_methods(SupportsGraphs),
