@@ -177,7 +177,3 @@ class Ranges:
         """End the ``count`` innermost open ranges, innermost first."""
         for _ in range(min(count, len(self._open))):
             self._domain.end_range(self._open.pop())
-
-    def end_all(self) -> None:
-        """End every open range (the profiler closed with windows open)."""
-        self.end(len(self._open))

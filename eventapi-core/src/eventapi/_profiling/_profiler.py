@@ -659,10 +659,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
     def _drop_top(self, window: Window[E], state: int) -> None:
         """Close the innermost open window, ``window``, without recording its end."""
-        self._top = window._outer
-        if self._ranges is not None:
-            self._ranges.end()
-        self._discard(window)
+        self._unwind(window._outer)
         if state == _SKIPPED_DONE:
             window._state = _SKIPPED_DONE
             self._skipped += 1
@@ -670,24 +667,29 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     def _abandon_inside(self, window: Window[E], outer: Window[E] | None) -> None:
         # Windows nest: those opened inside ``window`` and still open lie above ``outer`` on
         # the stack (``window`` itself, or for a skipped one what was open when it opened).
-        opened = _chain(self._top)
-        if outer is not None and outer not in opened:
+        if outer is not None and outer not in _chain(self._top):
             return  # what was open around it was stopped since: nothing inside is open
+        above = self._unwind(outer)
+        if above:
+            _log.warning(
+                "%s: window %r exited with an exception while %s opened inside it were still "
+                "open; those were discarded",
+                self._label,
+                window._name,
+                ", ".join(repr(w._name) for w in reversed(above)),
+            )
+
+    def _unwind(self, outer: Window[E] | None) -> list[Window[E]]:
+        """Discard the windows open inside ``outer`` (every one, for None) and end their tool
+        ranges, recording no end; returns them, innermost first."""
+        opened = _chain(self._top)
         above = opened[: opened.index(outer)] if outer is not None else opened
-        if not above:
-            return
         self._top = outer
         if self._ranges is not None:
             self._ranges.end(len(above))
-        for inner in above:
-            self._discard(inner)
-        _log.warning(
-            "%s: window %r exited with an exception while %s opened inside it were still open; "
-            "those were discarded",
-            self._label,
-            window._name,
-            ", ".join(repr(w._name) for w in reversed(above)),
-        )
+        for window in above:
+            self._discard(window)
+        return above
 
     def _discard(self, window: Window[E]) -> None:
         """Mark ``window`` done, take it off the pending list, and give its events back.
@@ -988,12 +990,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
     def _release_everything(self) -> None:
         # Every later edge goes the long way, and is refused there.
         self._detour = self._at_rest = _CLOSED
-        if self._ranges is not None:
-            self._ranges.end_all()
-        for window in (*_chain(self._top), *self._pending):
+        self._unwind(None)
+        for window in tuple(self._pending):
             self._discard(window)
-        self._top = None
-        self._pending.clear()
         if self._anchor_event is not None:
             self._free.append(self._anchor_event)
             self._anchor_event = None
