@@ -149,24 +149,18 @@ def _start_time(pid: str) -> str:
     return fields[19] if len(fields) > 19 else ""
 
 
-class _Identity(NamedTuple):
-    host: str
-    boot: str
-    pidns: str
-    pid: str
-    start: str
-
-
 @functools.cache
-def _me() -> _Identity:
-    """This process's identity, read once per process (a forked child reads its own)."""
+def _me() -> tuple[str, str, str, str, str]:
+    """This process's identity, as a journal records it: the host name, the boot id, the pid
+    namespace, the pid and the start time. Read once per process (a forked child reads its own).
+    """
     try:
         pidns = str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:
         pidns = ""
     pid = str(os.getpid())
     boot = _read_small("/proc/sys/kernel/random/boot_id")
-    return _Identity(os.uname().nodename, boot, pidns, pid, _start_time(pid))
+    return os.uname().nodename, boot, pidns, pid, _start_time(pid)
 
 
 def _alive(pid: str, start: str) -> bool:
@@ -261,7 +255,7 @@ def _current(dir_fd: int, file: str, distribution: str, version: str) -> _Record
 
 def _sweep(dir_fd: int, files: list[str]) -> None:
     """Turn each journal a dead process of this host, boot and namespace left into records."""
-    me = _me()
+    my_host, my_boot, my_pidns, _, _ = _me()
     for file in files:
         if file.startswith(_TEMP):
             with contextlib.suppress(OSError):  # gone meanwhile
@@ -275,18 +269,17 @@ def _sweep(dir_fd: int, files: list[str]) -> None:
         if fields is None or not fields[3].isdigit():
             _discard(dir_fd, file)  # unparsable, or a link: nothing to learn, never followed
             continue
-        theirs = _Identity(*fields[:5])
-        name, distribution, version, load = fields[5:]
-        if theirs.host != me.host or (theirs.boot and theirs.boot != me.boot):
-            if theirs.host == me.host:
+        host, boot, pidns, pid, start, name, distribution, version, load = fields
+        if host != my_host or (boot and boot != my_boot):
+            if host == my_host:
                 _discard(dir_fd, file)  # from before a reboot, which is no crash
             continue  # another host's: its own readers judge it
-        if theirs.pidns != me.pidns or _alive(theirs.pid, theirs.start):
+        if pidns != my_pidns or _alive(pid, start):
             continue  # another namespace's (its pid means nothing here), or running plugins now
         ended = f"{name}{_ENDED}"
         before = _current(dir_fd, ended, distribution, version)
         deaths = (before.deaths if before is not None else 0) + 1
-        _put(dir_fd, ended, _RECORD, distribution, version, 0, theirs.pid, deaths, False, load)
+        _put(dir_fd, ended, _RECORD, distribution, version, 0, pid, deaths, False, load)
         _discard(dir_fd, file)
 
 
