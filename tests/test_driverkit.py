@@ -594,7 +594,7 @@ def test_an_interrupt_as_the_last_leave_hands_over_its_deferred_destroy_leaves_i
 ) -> None:
     # The last call out has claimed the destroy and counted the event gone; the release that
     # follows is interrupted before it begins.
-    seen = _interrupt_a_deferred_destroy(api, on_call_of(DriverBackend._release_logged.__code__))
+    seen = _interrupt_a_deferred_destroy(api, on_call_of(DriverBackend._collect.__code__))
     assert seen.destroyed == []
     assert api.raw_calls("event_destroy") == [(seen.raw,)]
     assert api.live_handles() == (0, 1)

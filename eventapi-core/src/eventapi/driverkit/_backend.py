@@ -335,12 +335,11 @@ class DriverBackend(ABC, Generic[RE, RS]):
         return [max(0, reading) for reading in readings]
 
     def __del__(self) -> None:
-        if not hasattr(self, "_gone"):  # __init__ never ran
-            return
-        if type(self)._is_finalizing():
-            return  # the driver frees what is left at exit
-        self._finalized = True
-        self._after_uncount()
+        # Not for an object whose __init__ never ran, nor at interpreter shutdown (the driver
+        # frees what is left at exit).
+        if hasattr(self, "_gone") and not type(self)._is_finalizing():
+            self._finalized = True
+            self._after_uncount()
 
     def stream_create_non_blocking(self) -> Stream[RS]:
         """Create a stream that does not synchronize with the legacy default stream."""
@@ -519,7 +518,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
                     self._count_gone(handle)
                     deferred.append(handle)
         for handle in deferred:
-            self._release_logged(handle, "deferred while a call used it")
+            self._collect(handle, "deferred while a call used it")
 
     def _refuse_closed(self, handle: _Handle, call: str) -> NoReturn:
         raise EventStateError(
@@ -605,25 +604,22 @@ class DriverBackend(ABC, Generic[RE, RS]):
             )
 
     def _collect(self, handle: _Handle, why: str = "dropped without a destroy") -> None:
-        # Releases a handle no call is using: from the __del__ of a handle whose driver handle
-        # is not released (_users is not RELEASED), and after a failed create or record. The
+        # Releases a handle no call is using, and logs a failure, which no caller is told of:
+        # from the __del__ of a handle whose driver handle is not released (_users is not
+        # RELEASED), after a failed create or record (whose own error is the one raised), and
+        # for the last call out of a handle destroyed meanwhile (counted gone by _leave). The
         # user dropped it without a destroy; or a destroy is owed to a call that an interrupt
-        # stopped between its count and its try (never left), or between its leave and the
-        # deferred destroy; or an interrupt stopped a destroy between its count and the driver's
-        # destroy (OWED, and the wrapper still holds its driver handle). No call is in flight
-        # now, since a call holds the handle, so whatever count such an interrupt left behind
-        # is void.
+        # stopped between its count and its with block (never left), or between its leave and
+        # the deferred destroy; or an interrupt stopped a destroy between its count and the
+        # driver's destroy (OWED, and the wrapper still holds its driver handle). No call is in
+        # flight now, since a call holds the handle, so whatever count such an interrupt left
+        # behind is void.
         with self._lock:
             if handle._users == RELEASED or (handle._closed and handle._raw is None):
                 return  # released already, or never opened (nothing counted, nothing held)
             if handle._users != OWED:  # not counted gone yet
                 handle._closed = True
                 self._count_gone(handle)
-        self._release_logged(handle, why)
-
-    def _release_logged(self, handle: _Handle, why: str) -> None:
-        # A release no caller is told of (a finalizer's, the last leaver's, the clean-up before
-        # another error is raised): a failure is logged.
         try:
             self._release_counted_gone(handle)
         except Exception:
