@@ -720,19 +720,17 @@ class HostFuncMixin(DriverBackend[RE, RS]):
 
 if TYPE_CHECKING:
 
-    class _AllCapabilities(
-        EventQueryMixin[object, object],
-        CaptureCheckMixin[object, object],
-        HostFuncMixin[object, object],
-    ):
-        BACKEND = "all"
-
-    def _conforms(backend: DriverBackend[object, object], full: _AllCapabilities) -> None:
+    def _conforms(
+        backend: DriverBackend[object, object],
+        query: EventQueryMixin[object, object],
+        capture: CaptureCheckMixin[object, object],
+        host_func: HostFuncMixin[object, object],
+    ) -> None:
         _api: EventApi[Event[object], Stream[object]] = backend
         _fast: SupportsFastPath[Event[object], Stream[object]] = backend
-        _query: SupportsEventQuery[Event[object]] = full
-        _capture: SupportsCaptureCheck[Stream[object]] = full
-        _host_func: SupportsHostFunc[Stream[object]] = full
+        _query: SupportsEventQuery[Event[object]] = query
+        _capture: SupportsCaptureCheck[Stream[object]] = capture
+        _host_func: SupportsHostFunc[Stream[object]] = host_func
 
 
 @final
