@@ -353,25 +353,20 @@ class SupportsClocks(Protocol):
         ...
 
 
-def _methods(protocol: type) -> tuple[str, ...]:
-    members = vars(protocol).items()
+def _methods(*protocols: type) -> tuple[str, ...]:
+    members = [item for protocol in protocols for item in vars(protocol).items()]
     return tuple(name for name, member in members if not name.startswith("_") and callable(member))
 
 
 PROTOCOL_METHODS: Final[tuple[str, ...]] = _methods(EventApi)
 """The methods of :class:`EventApi`, read off the protocol so no list can drift from it."""
 
-CAPABILITY_METHODS: Final[tuple[str, ...]] = (
-    *_methods(SupportsEventQuery),
-    *_methods(SupportsCaptureCheck),
-    *_methods(SupportsHostFunc),
+CAPABILITY_METHODS: Final[tuple[str, ...]] = _methods(
+    SupportsEventQuery, SupportsCaptureCheck, SupportsHostFunc
 )
 """The methods of the optional capability protocols, read off them likewise."""
 
-GRAPH_METHODS: Final[tuple[str, ...]] = (
-    *_methods(SupportsGraphs),
-    *_methods(SupportsGraphRecord),
-)
+GRAPH_METHODS: Final[tuple[str, ...]] = _methods(SupportsGraphs, SupportsGraphRecord)
 """The methods of :class:`SupportsGraphs` and :class:`SupportsGraphRecord`, read off them."""
 
 
