@@ -41,22 +41,6 @@ def open_driver_library(names: Sequence[str | bytes]) -> ctypes.CDLL | None:
     """
     import ctypes
 
-    paths = [_library_name(name, index) for index, name in enumerate(_name_list(names))]
-    noload = getattr(os, "RTLD_NOLOAD", 0)
-    for path in paths:
-        if noload:
-            try:
-                return ctypes.CDLL(path, mode=noload | ctypes.RTLD_GLOBAL)
-            except OSError:
-                pass
-        try:
-            return ctypes.CDLL(path)
-        except OSError:
-            continue
-    return None
-
-
-def _name_list(names: object) -> Sequence[object]:
     if isinstance(names, str | bytes | os.PathLike):
         raise TypeError(
             f"open_driver_library: names must be a sequence of library names, not a single "
@@ -66,27 +50,34 @@ def _name_list(names: object) -> Sequence[object]:
         raise wrong_type(
             "open_driver_library: names", "a sequence of library names (a list of str)", names
         )
-    return names
+    paths = [_library_name(name, index) for index, name in enumerate(names)]
+    # Where the platform can ask for a library only if it is mapped already, that first.
+    noload = getattr(os, "RTLD_NOLOAD", 0)
+    modes = (noload | ctypes.RTLD_GLOBAL, ctypes.DEFAULT_MODE) if noload else (ctypes.DEFAULT_MODE,)
+    for path in paths:
+        for mode in modes:
+            try:
+                return ctypes.CDLL(path, mode=mode)
+            except OSError:
+                pass
+    return None
 
 
 def _library_name(name: object, index: int) -> str:
+    what = f"open_driver_library: names[{index}]"
     if not isinstance(name, str | bytes | os.PathLike):
-        raise wrong_type(
-            f"open_driver_library: names[{index}]", "a str, bytes or os.PathLike", name
-        )
+        raise wrong_type(what, "a str, bytes or os.PathLike", name)
     path = os.fsdecode(name)
     if not path:
         # dlopen("") answers with the main program, which is no driver library.
-        raise ValueError(f"open_driver_library: names[{index}] is empty; pass a library's name")
+        raise ValueError(f"{what} is empty; pass a library's name")
     if len(path) >= _NAME_MAX:
         raise ValueError(
-            f"open_driver_library: names[{index}] is {len(path):,} characters long "
-            f"({bounded_repr(path)}); a library's path holds at most {_NAME_MAX - 1} bytes"
+            f"{what} is {len(path):,} characters long ({bounded_repr(path)}); a library's path "
+            f"holds at most {_NAME_MAX - 1} bytes"
         )
     if "\0" in path:
-        raise ValueError(
-            f"open_driver_library: names[{index}] holds a NUL character ({bounded_repr(path)})"
-        )
+        raise ValueError(f"{what} holds a NUL character ({bounded_repr(path)})")
     return path
 
 
