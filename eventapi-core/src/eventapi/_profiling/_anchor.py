@@ -29,7 +29,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Final, NamedTuple, Protocol, TypeVar, final
+from typing import Final, NamedTuple, TypeVar, final
+
+from .._protocol import EventApi
 
 __all__ = [
     "ANCHOR_SAMPLES",
@@ -41,22 +43,11 @@ __all__ = [
     "Anchor",
     "Earlier",
     "Placement",
-    "Recorder",
     "sample_anchor",
 ]
 
 E = TypeVar("E")
 S = TypeVar("S")
-E_contra = TypeVar("E_contra", contravariant=True)
-S_contra = TypeVar("S_contra", contravariant=True)
-
-
-class Recorder(Protocol[E_contra, S_contra]):
-    """What a sample needs of a backend object: a record and a wait."""
-
-    def event_record(self, event: E_contra, stream: S_contra, /) -> None: ...
-
-    def event_wait(self, event: E_contra, /) -> None: ...
 
 
 ANCHOR_SAMPLES: Final = 5
@@ -117,7 +108,7 @@ class Anchor:
     uncertainty_ns: int
 
 
-def sample_anchor(api: Recorder[E, S], stream: S, events: Sequence[E]) -> tuple[Anchor, E]:
+def sample_anchor(api: EventApi[E, S], stream: S, events: Sequence[E]) -> tuple[Anchor, E]:
     """Take one bracketed sample per event in ``events`` on ``stream``; keep the tightest.
 
     Returns the anchor and the event it belongs to (the one to read device time against).

@@ -20,7 +20,6 @@ test. The decision is taken once per process, when the first ``hip`` profiler is
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 import os
 from typing import Final, final
@@ -41,36 +40,29 @@ class RoctxDomain:
     """The three calls a profiler's ranges make, spelled on roctx (as NVTX's domain spells them).
 
     ``get_event_attributes(message=name)`` gives what ``start_range`` takes: the name encoded.
+    ``start_range(attributes)`` is ``roctxRangeStartA``, which opens a range and returns its id;
+    ``end_range(range_id)`` is ``roctxRangeStop``, which closes it.
     """
 
-    __slots__ = ("_start", "_stop")
+    __slots__ = ("end_range", "start_range")
 
     def __init__(self, library: ctypes.CDLL) -> None:
-        start = library.roctxRangeStartA
-        start.argtypes = [ctypes.c_char_p]
-        start.restype = ctypes.c_uint64
-        stop = library.roctxRangeStop
-        stop.argtypes = [ctypes.c_uint64]
-        stop.restype = None
-        self._start = start
-        self._stop = stop
+        self.start_range = library.roctxRangeStartA
+        self.start_range.argtypes = [ctypes.c_char_p]
+        self.start_range.restype = ctypes.c_uint64
+        self.end_range = library.roctxRangeStop
+        self.end_range.argtypes = [ctypes.c_uint64]
+        self.end_range.restype = None
 
     def get_event_attributes(self, *, message: str) -> bytes:
         """``message`` as roctx takes it (a C string: an embedded NUL would end it)."""
         return message.encode("utf-8", "replace").replace(b"\0", b" ")
 
-    def start_range(self, attributes: bytes) -> int:
-        """Open a range; its id, for :meth:`end_range`."""
-        return int(self._start(attributes))
 
-    def end_range(self, range_id: int) -> None:
-        """Close the range ``range_id``."""
-        self._stop(range_id)
-
-
-@functools.cache
 def domain() -> RoctxDomain | None:
-    """roctx's calls when a profiler traces markers and a library is found; else None."""
+    """roctx's calls when a profiler traces markers and a library is found; else None.
+
+    Called once per process, by :func:`eventapi._profiling._nvtx.ranges_for`."""
     if os.environ.get(_TRACING, "").strip().lower() in _OFF:
         return None
     library = _library()
