@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, SupportsIndex, final
+from typing import Any, SupportsIndex, SupportsInt, cast, final
 
 from .._arguments import bounded_repr, check_real
 from .._errors import DriverError, EventStateError
@@ -124,13 +124,12 @@ class DriverCalls:
         Raises :class:`~eventapi.DriverError` when the status is not success (0), or at once,
         without calling, once the device context was lost (:attr:`lost`).
         """
-        result = self._run(fn, *args)
-        status = result[0]
+        status, *values = self._run(fn, *args)
         if status:
             raise self.error(_call_name(fn), status)
-        if len(result) == 1:
-            return None
-        return result[1] if len(result) == 2 else tuple(result[1:])
+        if len(values) > 1:
+            return tuple(values)
+        return values[0] if values else None
 
     def ready(self, fn: Callable[..., Any], *args: object) -> bool:
         """Call a query: True on success, False on the not-ready status, else raise."""
@@ -382,13 +381,10 @@ def foreign_stream_handle(
         raise wrong_type("foreign_stream_handle: protocols", what, protocols)
     if not isinstance(native, tuple) or not all(isinstance(kind, type) for kind in native):
         raise wrong_type("foreign_stream_handle: native", "a tuple of types", native)
-    if isinstance(stream, bool):
-        return None
-    if isinstance(stream, int):
-        return stream if 0 <= stream < 1 << 64 else None
+    if isinstance(stream, int):  # a raw handle; a bool is a flag passed by mistake, not one
+        return stream if 0 <= stream < 1 << 64 and not isinstance(stream, bool) else None
     if isinstance(stream, native):
-        native_handle: int = int(stream)  # type: ignore[call-overload]
-        return native_handle
+        return int(cast("SupportsInt", stream))
     for name in protocols:
         attr = getattr(stream, name, None)
         if attr is None:
