@@ -36,6 +36,7 @@ __all__ = [
     "KNOWN_HINTS",
     "REGISTERED_IN_CODE",
     "Entry",
+    "Loaded",
     "Plugin",
     "broken",
     "check_spec",
@@ -79,6 +80,10 @@ class Plugin(NamedTuple):
         return f"{self.distribution} {self.version}".strip()
 
 
+Loaded = dict[tuple[int, int | None], Any]
+"""Selection's objects loaded from one backend, by the process id and device they belong to."""
+
+
 class Entry(NamedTuple):
     """What discovery knows about one backend name: its rows, and the spec when it is sound.
 
@@ -90,7 +95,7 @@ class Entry(NamedTuple):
     rows: tuple[BackendInfo, ...]
     spec: BackendSpec | None
     plugin: Plugin | None
-    loaded: dict[tuple[int, int | None], Any] | None = None
+    loaded: Loaded | None = None
 
 
 Advance = Callable[[str, "BackendSpec | None"], None]

@@ -38,7 +38,7 @@ from .._errors import BackendError, BackendNotFoundError, BackendUnavailableErro
 from .._protocol import PROTOCOL_METHODS, EventApi
 from . import _discovery
 from ._discovery import ENV_DISABLE_AUTOLOAD, ENV_DISABLE_PLUGINS
-from ._plugin import KNOWN_HINTS, Plugin, describe, normalize
+from ._plugin import KNOWN_HINTS, Loaded, Plugin, describe, normalize
 from ._spec import ENTRY_POINT_GROUP, NAME_PATTERN, RESERVED_NAMES, BackendInfo, BackendSpec
 
 __all__ = ["ENV_BACKEND", "backend", "choose", "passed_over", "preview"]
@@ -65,25 +65,23 @@ class _Cell:
         self.obj: Any = None
 
 
-def _load_once(
-    spec: BackendSpec, plugin: Plugin, cells: dict[tuple[int, int | None], Any], device: int | None
-) -> Any:
+def _load_once(spec: BackendSpec, plugin: Plugin, cells: Loaded, device: int | None) -> Any:
     """The object for ``device``, loaded once in this process and kept in ``cells``, the entry's."""
+    what = spec.name if device is None else f"{spec.name}:{device}"  # as it was selected
     pid = os.getpid()
-    cell = cells.setdefault((pid, device), _Cell())
+    cell: _Cell = cells.setdefault((pid, device), _Cell())
     with cell.lock:
         if cell.obj is not None:
             return cell.obj  # loaded before, or while this caller waited
         if cell.loading:
             raise BackendError(
-                f"backend {_spelling(spec.name, device)!r}: its load() selected "
-                f"{_spelling(spec.name, device)!r} again, which would wait for itself"
+                f"backend {what!r}: its load() selected {what!r} again, which would wait for itself"
             )
         cell.loading = True
         try:
             # A load that fails leaves the cell empty: each caller waiting tries it in turn,
             # and sees its error as its own.
-            obj = _load(spec, plugin, device)
+            obj = _load(spec, plugin, device, what)
         finally:
             cell.loading = False
         reported = getattr(obj, "device", None)
@@ -231,16 +229,10 @@ def _parse(text: str, subject: str, source: str) -> tuple[str, int | None, str]:
     return match.group("name"), int(device) if device is not None else None, source
 
 
-def _spelling(name: str, device: int | None) -> str:
-    return name if device is None else f"{name}:{device}"
-
-
 # -- why a chosen name cannot be used ---------------------------------------------------------
 
 
-def _usable(
-    name: str, source: str
-) -> tuple[BackendSpec, Plugin, dict[tuple[int, int | None], Any]]:
+def _usable(name: str, source: str) -> tuple[BackendSpec, Plugin, Loaded]:
     subject = f"backend {name!r}" + (f" (from {ENV_BACKEND})" if source == ENV_BACKEND else "")
     entry = _discovery.entry(name)
     if entry is None:
@@ -304,8 +296,7 @@ def _did_you_mean(name: str, rows: Sequence[BackendInfo], source: str) -> str:
     return "; did you mean " + " or ".join(spell(n) for n in close) + "?"
 
 
-def _load(spec: BackendSpec, plugin: Plugin, device: int | None) -> Any:
-    what = _spelling(spec.name, device)
+def _load(spec: BackendSpec, plugin: Plugin, device: int | None, what: str) -> Any:
     # Imported here, as in discovery. The guard: should an installed plugin's load end the
     # process, the next process finds out, and does not load it again if it crashes.
     from . import _quarantine
