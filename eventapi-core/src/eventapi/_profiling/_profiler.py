@@ -182,8 +182,12 @@ class Window(SingleOwner, Generic[E]):
             prof._pending.append(self)
             self._state = _OPEN
         else:
+            # Skipped: not on the stack, but what was open when it opened is known, so that an
+            # exception leaving its block abandons what opened inside it.
             prof._free.append(event)
-            prof._skip(self)
+            self._outer = prof._top
+            self._state = _SKIPPED
+            prof._skipped += 1
         return self
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
@@ -382,7 +386,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._anchor_stream: S | None = None  # created at the first anchor
         self._anchor_target: Any = None  # what the anchor records into (see _target_of)
         # Earlier anchors, seen from the latest one, to measure the clock rate over.
-        self._earlier: deque[Earlier] = deque(maxlen=RATE_HISTORY)
+        self._earlier: tuple[Earlier, ...] = ()
         self._skipped = 0
         self._ranges: Ranges | None = ranges_for(api.BACKEND)
         # Before the stream: UnsupportedError for a backend without what it needs.
@@ -650,13 +654,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         finally:
             self._detour = detour
 
-    def _skip(self, window: Window[E]) -> None:
-        # Not on the stack, but what was open when it opened is known: an exception leaving
-        # its block abandons what opened inside it.
-        window._outer = self._top
-        window._state = _SKIPPED
-        self._skipped += 1
-
     def _drop_top(self, window: Window[E], state: int) -> None:
         """Close the innermost open window, ``window``, without recording its end."""
         self._unwind(window._outer)
@@ -891,8 +888,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         self._anchor_event = samples.pop(0)
         self._free.extend(samples)
         self._anchor = anchor
-        self._earlier.clear()
-        self._earlier.extend(earlier)
+        self._earlier = earlier[-RATE_HISTORY:]
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -909,7 +905,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """
         if self._closed:
             return
-        spans: list[Span] = []
         with _Reading(self, "close"):
             try:
                 # The latest start of a window still open: the stream reaches it before its
@@ -959,20 +954,16 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             _log.warning("%s: releasing a dropped profiler failed", self._label, exc_info=True)
 
     def __repr__(self) -> str:
-        state = (
-            "closed"
-            if self._closed
-            else f"{len(_chain(self._top))} open, {len(self._pending)} pending"
-        )
-        return f"<EventProfiler {self._label} {state}>"
+        if self._closed:
+            return f"<EventProfiler {self._label} closed>"
+        opened = len(_chain(self._top))
+        return f"<EventProfiler {self._label} {opened} open, {len(self._pending)} pending>"
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
     def _collect_pending(self) -> list[Span]:
         """What the readers do first: collect what was stopped and not collected yet."""
-        if (self._pending or self._graphs is not None) and not self._closed:
-            return self._collect()
-        return []
+        return [] if self._closed else self._collect()
 
     def _refuse_other_thread(self, call: str) -> None:
         # An edge while a reader holds the profiler: allowed on the reader's own thread (a
