@@ -33,8 +33,9 @@ that claims a name reserved for this project's distributions
 (:data:`~eventapi._plugins._spec.RESERVED_NAMES`), is listed broken and never selected, and never
 displaces the backend it imitates.
 
-Locking: one lock guards the registry's data (the plugins registered in code, the scan, its
-cells); it is never held while plugin code runs or entry points are read.
+Locking: one lock guards the registry's data (the plugins registered in code, the scan's cells);
+it is never held while plugin code runs or entry points are read. The scan has a lock of its
+own, held while it is read: callers that need it wait for that one read.
 
 The variables ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD``, ``EVENTAPI_DISABLE_PLUGINS`` and
 ``EVENTAPI_PLUGIN_TIMEOUT`` are read when discovery first runs in the process, and again after
@@ -304,22 +305,17 @@ def _read() -> _Scan:
 _lock = threading.Lock()
 _code: dict[str, Plugin] = {}
 _scan: _Scan | None = None
-_generation = 0  # the scans forgotten: a scan read before a refresh is not kept after it
+# The scan's own once-cell, held while it is read and while refresh() forgets it: a second first
+# caller waits for the one read (milliseconds, no plugin code), and no read outlives a refresh.
+_scanning = threading.Lock()
 
 
 def _current_scan() -> _Scan:
     global _scan
-    with _lock:
-        scan, seen = _scan, _generation
-    if scan is not None:
-        return scan
-    # Two first callers may both read; the first to finish is kept. Reading costs
-    # milliseconds and runs no plugin code, so that beats making one wait on the other.
-    fresh = _read()
-    with _lock:
-        if _scan is None and _generation == seen:
-            _scan = fresh
-        return _scan or fresh
+    with _scanning:
+        if _scan is None:
+            _scan = _read()
+        return _scan
 
 
 def _started_cell(scan: _Scan, name: str) -> _Cell | None:
@@ -351,9 +347,10 @@ def _started_cell(scan: _Scan, name: str) -> _Cell | None:
 
 def _after_fork_in_child() -> None:
     # A plugin's thread does not exist in the child: forget the cells it had not finished
-    # (they start again on demand), keep what is known. The lock may have been held.
-    global _lock, _scan
+    # (they start again on demand), keep what is known. The locks may have been held.
+    global _lock, _scan, _scanning
     _lock = threading.Lock()
+    _scanning = threading.Lock()
     if _scan is not None:
         cells = _scan.cells
         _scan = _scan._replace(cells={n: cell for n, cell in cells.items() if cell.done.is_set()})
@@ -469,7 +466,6 @@ def refresh() -> None:
     objects already handed out keep working, and later :func:`~eventapi.backend` calls build
     new ones.
     """
-    global _scan, _generation
-    with _lock:
+    global _scan
+    with _scanning, _lock:
         _scan = None
-        _generation += 1
