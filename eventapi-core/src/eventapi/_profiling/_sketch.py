@@ -86,13 +86,11 @@ class DurationSummary:
             values = values[room:]
             # From here on a value may stand for others: every exact value becomes an entry
             # of weight 1 with no uncertainty, which is what it is.
-            exact = self.values
-            self.values = array("q", sorted(exact))
-            self.gs = array("q", [1]) * len(exact)
-            self.deltas = array("q", [0]) * len(exact)
-        buffer = self.buffer
-        buffer.extend(values)
-        if len(buffer) >= _MERGE_EVERY:
+            self.values = array("q", sorted(self.values))
+            self.gs = array("q", [1]) * len(self.values)
+            self.deltas = array("q", [0]) * len(self.values)
+        self.buffer.extend(values)
+        if len(self.buffer) >= _MERGE_EVERY:
             self._merge()
 
     @property
@@ -169,10 +167,8 @@ class DurationSummary:
         kept.append(current)
         kept.append((new[0], 1, 0) if below else (values[0], gs[0], deltas[0]))
         kept.reverse()
-        kept_values, kept_gs, kept_deltas = zip(*kept, strict=True)
-        self.values = array("q", kept_values)
-        self.gs = array("q", kept_gs)
-        self.deltas = array("q", kept_deltas)
+        columns = zip(*kept, strict=True)
+        self.values, self.gs, self.deltas = (array("q", column) for column in columns)
 
 
 def _take_run(
@@ -216,10 +212,5 @@ def quantile_of(ranks: tuple[tuple[int, int, int], ...], count: int, q: float) -
     range lies nearest that rank on both sides.
     """
     target = rank_of(count, q)
-    best = ranks[0][0]
-    best_miss = count + 1
-    for value, least, greatest in ranks:
-        miss = max(target - least, greatest - target)
-        if miss < best_miss:
-            best, best_miss = value, miss
-    return best
+    # The first entry whose rank range misses the target by the least, on either side.
+    return min(ranks, key=lambda entry: max(target - entry[1], entry[2] - target))[0]
