@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast, final
 
 from .._errors import DriverError, EventStateError
-from .._protocol import EventApi, SupportsGraphRecord
+from .._protocol import EventApi, SupportsCaptureCheck, SupportsGraphRecord
 
 __all__ = ["GraphWindows", "InGraph"]
 
@@ -49,13 +49,15 @@ class InGraph(Generic[E]):
 class GraphWindows(Generic[E]):
     """The windows one profiler recorded into graphs, and every event a graph may stamp.
 
-    ``record(event, stream)`` records ``event``, never recorded before, as a node of the graph
-    ``stream`` captures. A window is known by the profiler's own object for it.
+    ``capturing(stream)`` tells whether ``stream`` captures a graph; ``record(event, stream)``
+    records ``event``, never recorded before, as a node of that graph. A window is known by the
+    profiler's own object for it.
     """
 
-    __slots__ = ("_elapsed", "_held", "_marks", "_wait", "_windows", "record")
+    __slots__ = ("_elapsed", "_held", "_marks", "_wait", "_windows", "capturing", "record")
 
     def __init__(self, api: EventApi[E, Any]) -> None:
+        self.capturing = cast("SupportsCaptureCheck[Any]", api).stream_is_capturing
         self.record = cast("SupportsGraphRecord[E, Any]", api).event_record_in_graph
         self._elapsed = api.event_elapsed
         self._wait = api.event_wait

@@ -318,7 +318,6 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         "_anchor_target",
         "_api",
         "_at_rest",
-        "_capturing",
         "_claim",
         "_closed",
         "_create",
@@ -396,18 +395,18 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         # api's calls, never to this object: a bound method of its own kept in an attribute
         # would hold the profiler in a reference cycle.
         self._create = api.event_create
-        self._capturing: Callable[[Any], bool] | None = (
-            cast("SupportsCaptureCheck[Any]", api).stream_is_capturing
-            if capable.capture_check
-            else None
-        )
         if capable.fast_path:
             fused = cast("SupportsFastPath[E, Any]", api)
             self._record: Callable[[E, Any], bool] = fused.event_record_unless_capturing
             self._read_pairs: Callable[[list[E], list[E]], list[int]] = fused.event_elapsed_many
         else:
-            self._record = partial(_record_unless_capturing, api.event_record, self._capturing)
-            self._read_pairs = partial(_read_pairs, api.event_elapsed)
+            capturing = (
+                cast("SupportsCaptureCheck[Any]", api).stream_is_capturing
+                if capable.capture_check
+                else None
+            )
+            self._record = partial(_record_unless_capturing, api.event_record, capturing)
+            self._read_pairs = lambda firsts, seconds: list(map(api.event_elapsed, firsts, seconds))
         self._stream: S = api.stream_create_non_blocking() if stream is None else stream
         self._owns_stream = stream is None
         try:
@@ -615,8 +614,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """A window's edge as a node of the graph the stream captures; None, recording
         nothing, when it captures none. The event is a new one, never recorded: until a launch
         stamps it, a reading fails, which tells a graph not run yet."""
-        assert self._capturing is not None  # in_graphs=True needs the capture check
-        if not self._capturing(self._target):
+        if not graphs.capturing(self._target):
             return None
         event = self._create()
         try:
@@ -1071,13 +1069,6 @@ def _record_unless_capturing(
         return False
     record(event, stream)
     return True
-
-
-def _read_pairs(
-    elapsed: Callable[[Any, Any], int], starts: list[Any], ends: list[Any]
-) -> list[int]:
-    """``elapsed(starts[i], ends[i])`` for each ``i``: a collect's readings by the plain call."""
-    return [elapsed(start, end) for start, end in zip(starts, ends, strict=True)]
 
 
 def _checked(
