@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, Self, TypeVa
 
 from .._arguments import bounded_repr
 from .._errors import CaptureError, DriverError, EventStateError
-from ._handles import OWED, RE, RELEASED, RS, Event, LiveHandles, Stream, _Handle
+from ._handles import OWED, RE, RS, Event, LiveHandles, Stream, _Handle
 
 if TYPE_CHECKING:
     from .._protocol import (
@@ -548,11 +548,10 @@ class DriverBackend(ABC, Generic[RE, RS]):
         self._live[type(handle)] -= 1
 
     def _release_counted_gone(self, handle: _Handle) -> None:
-        # The driver's part of a destroy whose _count_gone ran. Released once it returns (a
-        # destroy the driver refused leaves the wrapper OWED, and holding nothing).
+        # The driver's part of a destroy whose _count_gone ran. Released once it returns, the
+        # wrapper holding no driver handle (also when the driver refused the destroy).
         try:
             self._release_raw(handle, type(handle) is Event)
-            handle._users = RELEASED
         finally:
             self._after_uncount()
 
@@ -604,18 +603,17 @@ class DriverBackend(ABC, Generic[RE, RS]):
             )
 
     def _collect(self, handle: _Handle, why: str = "dropped without a destroy") -> None:
-        # Releases a handle no call is using, and logs a failure, which no caller is told of:
-        # from the __del__ of a handle whose driver handle is not released (_users is not
-        # RELEASED), after a failed create or record (whose own error is the one raised), and
-        # for the last call out of a handle destroyed meanwhile (counted gone by _leave). The
-        # user dropped it without a destroy; or a destroy is owed to a call that an interrupt
-        # stopped between its count and its with block (never left), or between its leave and
-        # the deferred destroy; or an interrupt stopped a destroy between its count and the
-        # driver's destroy (OWED, and the wrapper still holds its driver handle). No call is in
-        # flight now, since a call holds the handle, so whatever count such an interrupt left
-        # behind is void.
+        # Releases a handle no call is using, and logs a failure, which no caller is told of: from
+        # the __del__ of a handle whose driver handle is not released (it still holds one, or was
+        # never closed), after a failed create or record (whose own error is the one raised), and
+        # for the last call out of a handle destroyed meanwhile (counted gone by _leave). The user
+        # dropped it without a destroy; or a destroy is owed to a call that an interrupt stopped
+        # between its count and its with block (never left), or between its leave and the deferred
+        # destroy; or an interrupt stopped a destroy between its count and the driver's destroy
+        # (OWED, and the wrapper still holds its driver handle). No call is in flight now, since a
+        # call holds the handle, so whatever count such an interrupt left behind is void.
         with self._lock:
-            if handle._users == RELEASED or (handle._closed and handle._raw is None):
+            if handle._closed and handle._raw is None:
                 return  # released already, or never opened (nothing counted, nothing held)
             if handle._users != OWED:  # not counted gone yet
                 handle._closed = True

@@ -15,7 +15,7 @@ from .._single_owner import SingleOwner
 if TYPE_CHECKING:
     from ._backend import DriverBackend
 
-__all__ = ["OWED", "RE", "RELEASED", "RS", "Event", "LiveHandles", "Stream"]
+__all__ = ["OWED", "RE", "RS", "Event", "LiveHandles", "Stream"]
 
 RE = TypeVar("RE")
 RS = TypeVar("RS")
@@ -28,12 +28,10 @@ class LiveHandles(NamedTuple):
     streams: int
 
 
-# What _Handle._users holds besides a count of calls under way: a wrapper whose driver handle
-# is released, so that its finalizer has nothing to do; and one counted gone and claimed by a
-# destroy that has not released its driver handle yet. The destroy takes the driver handle out
-# of the wrapper right before the driver releases it, so a wrapper left OWED by an interrupt
-# still holds it, and its finalizer releases it.
-RELEASED: Final = -1
+# What _Handle._users holds, instead of a count of calls under way, once the handle is counted
+# gone and its destroy claimed, until the wrapper is dropped. The destroy takes the driver
+# handle out of the wrapper right before the driver releases it, so a wrapper left OWED by an
+# interrupt still holds it, and its finalizer releases it; one released holds None.
 OWED: Final = -2
 
 
@@ -64,7 +62,6 @@ class _Handle(SingleOwner):
         self._raw = raw
         self._closed = raw is None
         # Calls under way with this handle; a destroy waits for them to leave (see _leave).
-        # Set last: the finalizer of a handle whose __init__ was interrupted returns at once.
         self._users = 0
 
     @property
@@ -80,7 +77,7 @@ class _Handle(SingleOwner):
     def __del__(self) -> None:
         # Safety net for a handle dropped without its destroy, or whose destroy an interrupt
         # left owed (see DriverBackend._collect); never raises. Every destroyed handle comes
-        # here, released already (_users RELEASED, -1, a literal), and so does an adopted
+        # here, released already (closed, its driver handle taken), and so does an adopted
         # stream, which is not eventapi's to release: both return at once.
         #
         # It asks its backend object whether the interpreter is shutting down
@@ -89,7 +86,7 @@ class _Handle(SingleOwner):
         # ``except AttributeError``: an object whose __init__ was interrupted (or never ran) has
         # only some of them set, and a finalizer must not raise for it.
         try:
-            if self._users == -1 or not self._owned:
+            if (self._closed and self._raw is None) or not self._owned:
                 return
             owner = self._owner
         except AttributeError:
