@@ -35,13 +35,11 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Final, Generic, Protocol, TypeVar, final
+from typing import Any, Final, Protocol, final
 
 __all__ = ["DOMAIN", "Ranges", "ranges_for"]
 
 _log = logging.getLogger("eventapi")
-
-T = TypeVar("T")
 
 DOMAIN: Final = "eventapi"
 """The NVTX domain of the windows' ranges (Nsight Systems groups ranges by domain)."""
@@ -99,20 +97,21 @@ def _roctx_domain() -> _Domain | None:
 
 
 @final
-class _Decided(Generic[T]):
-    """A value decided once per process, on a daemon thread of its own (see the module)."""
+class _Decided:
+    """A tool's domain decided once per process, on a daemon thread of its own (see the
+    module): None when its ranges are off."""
 
     __slots__ = ("_decide", "_done", "_name", "_started", "_value")
 
-    def __init__(self, name: str, decide: Callable[[], T | None]) -> None:
+    def __init__(self, name: str, decide: Callable[[], _Domain | None]) -> None:
         self._name = name
         self._decide = decide
         self._done = threading.Event()
         self._started = False
-        self._value: T | None = None
+        self._value: _Domain | None = None
         os.register_at_fork(after_in_child=self._after_fork)
 
-    def get(self) -> T | None:
+    def get(self) -> _Domain | None:
         """The value, deciding it first (waiting for the thread that does) if need be."""
         if not self._done.is_set():
             if not self._started:

@@ -248,8 +248,7 @@ class Window(SingleOwner, Generic[E]):
             "open in a graph",
             "stopped in a graph",
             "skipped",
-            "skipped",
-        )[self._state]
+        )[min(self._state, _SKIPPED)]  # a skipped window reads so, stopped or not
         return f"<Window {self._name!r} depth={self.depth} {state}>"
 
 
@@ -1031,13 +1030,12 @@ class _Reading:
 
 def _stats_of(summary: DurationSummary) -> Stats:
     ranks = summary.ranks()
-    count = summary.count
     return Stats(
-        count=count,
+        count=summary.count,
         total_ns=summary.total_ns,
         min_ns=summary.min_ns,
-        median_ns=quantile_of(ranks, count, 0.5),
-        mean_ns=summary.total_ns // count,
+        median_ns=quantile_of(ranks, summary.count, 0.5),
+        mean_ns=summary.total_ns // summary.count,
         max_ns=summary.max_ns,
         rank_error=summary.rank_error,
         _ranks=ranks,

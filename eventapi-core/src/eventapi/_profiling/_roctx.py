@@ -77,16 +77,13 @@ def domain() -> RoctxDomain | None:
 
 
 def _library() -> ctypes.CDLL | None:
-    try:
-        process = ctypes.CDLL(None)
-    except OSError:
-        process = None
-    if process is not None and hasattr(process, "roctxRangeStartA"):
-        return process  # preloaded by the profiler itself
     root = os.environ.get("ROCM_PATH") or "/opt/rocm"
-    for path in (*LIBRARIES, *(os.path.join(root, "lib", name) for name in LIBRARIES)):
+    # The process itself (None) first, taken only where a profiler preloaded its roctx.
+    for path in (None, *LIBRARIES, *(os.path.join(root, "lib", name) for name in LIBRARIES)):
         try:
-            return ctypes.CDLL(path)
+            library = ctypes.CDLL(path)
         except OSError:
             continue
+        if path is not None or hasattr(library, "roctxRangeStartA"):
+            return library
     return None
