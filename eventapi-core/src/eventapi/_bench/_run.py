@@ -39,7 +39,8 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, final
 
 from .._arguments import bounded_repr, check_bool, check_int, check_real
@@ -47,15 +48,7 @@ from .._errors import CaptureError, DriverError, UnsupportedError
 from .._profiling._anchor import TIMER_RESOLUTION_NS
 from .._profiling._profiler import EventProfiler
 from .._profiling._span import Span
-from .._protocol import (
-    DeviceClocks,
-    EventApi,
-    SupportsCacheFlush,
-    SupportsClocks,
-    SupportsGraphs,
-    SupportsHostFunc,
-    capabilities_of,
-)
+from .._protocol import Capabilities, DeviceClocks, EventApi, capabilities_of
 from .._ranks import nearest_rank
 from ._result import BenchResult, StoppedBy, duration_text, summarize
 from ._stats import MIN_N, median_interval, trend
@@ -187,12 +180,17 @@ class _Batch:
 @final
 @dataclass(slots=True)
 class _Runner:
-    """One run: its profiler, its calls and options, and what its phases learned of the call."""
+    """One run: its profiler, its calls and options, and what its phases learned of the call.
+
+    ``release`` destroys what the run made (its graphs, its flush's buffer) when the run ends.
+    """
 
     prof: EventProfiler[Any, Any]
     fn: Callable[[Any], object]
     setup: Callable[[Any], object] | None
     options: _Options
+    capable: Capabilities
+    release: ExitStack
     per_window: int = 1
     host_each_ns: float = 1.0  # host time per call, refined as batches are read
     each_ns: float = 1.0  # a window's wall time, readback included: the pace of the next batch
@@ -212,22 +210,20 @@ class _Runner:
         """The timer's resolution per call: one tick, shared by a window's calls."""
         return -(-TIMER_RESOLUTION_NS // self.per_window)
 
-    def batch(self, count: int, *, held: bool, empty: bool = False) -> _Batch:
+    def batch(self, count: int, *, held: bool) -> _Batch:
         """Run ``count`` windows, read them back in one wait, per window in time order.
 
-        ``empty`` windows hold no call and no setup: what a window of no work reads. ``held``
-        puts a host function ahead of them that blocks the stream until they are enqueued, or
-        until its timeout: then ``fn`` waited for its own stream, a :class:`ValueError`. The
-        batch sets the pace (:attr:`each_ns`), and one on a free stream joins :attr:`free`.
+        ``held`` puts a host function ahead of them that blocks the stream until they are
+        enqueued, or until its timeout: then ``fn`` waited for its own stream, a
+        :class:`ValueError`. The batch sets the pace (:attr:`each_ns`), and one on a free
+        stream joins :attr:`free`.
         """
         fn = self.fn
-        setup = None if empty else self.setup
         target = self.prof.stream
-        per_window = 0 if empty else self.per_window
+        per_window = self.per_window
         window = self.prof.window
         api: Any = self.prof.api
-        flush = None if empty else self.flush
-        graph = None if empty else self.graph
+        graph = self.graph
         now = time.perf_counter_ns
         out = _Batch()
         ends: list[int] = []
@@ -244,11 +240,11 @@ class _Runner:
             api.stream_launch_host_func(target, hold)  # bench checked SupportsHostFunc
         try:
             for _ in range(count):
-                if setup is not None:
+                if self.setup is not None:
                     with window("setup"):
-                        setup(target)
-                if flush is not None:
-                    api.stream_flush_cache(target, flush)
+                        self.setup(target)
+                if self.flush is not None:
+                    api.stream_flush_cache(target, self.flush)
                 opened = now()
                 with window("call"):
                     if graph is not None:
@@ -270,7 +266,7 @@ class _Runner:
                 "stream_synchronize, an event_wait, a blocking copy), which would wait for the "
                 "hold forever. Remove the wait from fn, or pass hold_stream=False"
             )
-        _read(out, spans, ends, count, with_setup=setup is not None)
+        _read(out, spans, ends, count, with_setup=self.setup is not None)
         if per_window:
             self.host_each_ns = max(1.0, sum(out.host) / (count * per_window))
         self.each_ns = out.wall_ns / count
@@ -425,45 +421,31 @@ def bench(
         from .._plugins._selection import backend
 
         api = backend()
-    else:
-        capabilities_of(api, "bench(api=...)")  # TypeError for a non-backend
-    for wanted, protocol, what in (
-        (options.held, SupportsHostFunc, "hold_stream=True"),
-        (options.cold, SupportsCacheFlush, "cold_cache=True"),
-        (options.graph, SupportsGraphs, "graph=True"),
+    capable = capabilities_of(api, "bench(api=...)")  # TypeError for a non-backend
+    for wanted, has, what, protocol in (
+        (options.held, capable.host_func, "hold_stream", "SupportsHostFunc"),
+        (options.cold, capable.cache_flush, "cold_cache", "SupportsCacheFlush"),
+        (options.graph, capable.graphs, "graph", "SupportsGraphs"),
     ):
-        if wanted and not isinstance(api, protocol):
+        if wanted and not has:
             raise UnsupportedError(
-                f"bench({what}) needs a backend with {protocol.__name__}; {api.BACKEND} has none: "
-                f"pass {what.split('=')[0]}=False"
+                f"bench({what}=True) needs a backend with {protocol}; {api.BACKEND} has none: "
+                f"pass {what}=False"
             )
-    # The profiler keeps no spans and no summary: the readings are kept here, exactly.
-    with EventProfiler(api, stream, label="bench", max_names=2, max_spans=0) as prof:
-        run = _Runner(prof, fn, setup, options)
-        try:
-            _estimate(run)
-            _warm_up(run)
-            timed, stopped = _time(run)
-        finally:
-            _release(run)
+    # The profiler keeps no spans and no summary: the readings are kept here, exactly. What the
+    # run made is released before the profiler closes.
+    profiler = EventProfiler(api, stream, label="bench", max_names=2, max_spans=0)
+    with profiler as prof, ExitStack() as release:
+        run = _Runner(prof, fn, setup, options, capable, release)
+        _estimate(run)
+        _warm_up(run)
+        timed, stopped = _time(run)
     return _result(run, timed, stopped)
 
 
-def _release(run: _Runner) -> None:
-    """Destroy the graph, and the flush's buffer once the stream ran every flush."""
-    api: Any = run.prof.api
-    graph, run.graph = run.graph, None
-    if graph is not None:
-        api.graph_destroy(graph)
-    if run.flush is not None:
-        try:
-            api.stream_synchronize(run.prof.stream)
-        finally:
-            api.cache_flush_destroy(run.flush)
-
-
 def _capture(run: _Runner, calls: int) -> Any:
-    """A graph of ``calls`` calls of ``fn``, captured from the stream; ValueError if not."""
+    """A graph of ``calls`` calls of ``fn``, captured from the stream, destroyed with the run;
+    ValueError if it cannot be."""
     api: Any = run.prof.api
     stream = run.prof.stream
     failure: Exception | None = None
@@ -476,12 +458,11 @@ def _capture(run: _Runner, calls: int) -> Any:
     finally:
         try:
             graph = api.stream_end_capture(stream)
+            run.release.callback(api.graph_destroy, graph)
         except DriverError as exc:  # a call the capture could not take invalidated it
-            failure, graph = failure or exc, None
+            failure = failure or exc
     if failure is None:
         return graph
-    if graph is not None:
-        api.graph_destroy(graph)
     raise ValueError(
         f"bench(graph=True): fn could not be captured into a graph ({type(failure).__name__}: "
         f"{failure}). A capture takes only work enqueued on the stream: no synchronize, no "
@@ -493,8 +474,8 @@ def _capture(run: _Runner, calls: int) -> Any:
 
 def _read_clocks(run: _Runner) -> None:
     """One reading of the device's clock, where the backend can take one."""
-    api = run.prof.api
-    if not isinstance(api, SupportsClocks) or run.clocks is None:
+    api: Any = run.prof.api
+    if not run.capable.clocks or run.clocks is None:
         return
     try:
         run.clocks.append(api.device_clocks())
@@ -513,9 +494,12 @@ def _estimate(run: _Runner) -> None:
     api.stream_synchronize(stream)
     cold = options.cold
     if cold is None:  # where it can, unless the caller put more calls in a window
-        cold = isinstance(api, SupportsCacheFlush) and options.calls_per_window in (None, 1)
+        cold = run.capable.cache_flush and options.calls_per_window in (None, 1)
     if cold and (size := api.cache_size_bytes()) > 0:
         run.flush, run.flush_bytes = api.cache_flush_create(), size
+        run.release.callback(api.cache_flush_destroy, run.flush)
+        # Run first (last in, first out): the buffer goes once the stream ran every flush.
+        run.release.callback(api.stream_synchronize, stream)
     capture_ns = 0
     if options.graph:
         began = time.perf_counter_ns()
@@ -530,7 +514,9 @@ def _estimate(run: _Runner) -> None:
     if options.held:
         run.batch(1, held=True)  # the probing call: ValueError if fn waits for its own stream
         sizing = [run.batch(ESTIMATE_CALLS, held=True)]
-        run.empty = sorted(run.batch(EMPTY_WINDOWS, held=True, empty=True).device)
+        # The same run with nothing in its windows: no setup, no flush, no call.
+        nothing = replace(run, setup=None, flush=None, graph=None, per_window=0)
+        run.empty = sorted(nothing.batch(EMPTY_WINDOWS, held=True).device)
     run.device_each = _median([d for b in sizing for d in b.device])
     per_window = options.calls_per_window
     if per_window is None:
@@ -543,9 +529,7 @@ def _estimate(run: _Runner) -> None:
             per_window = max(1, min(per_window, int(options.rep_ms * 1e6 / MIN_N / each_call)))
     run.per_window = per_window
     if run.graph is not None and per_window > 1:
-        api.graph_destroy(run.graph)
-        run.graph = None  # released by bench even if the capture below fails
-        run.graph = _capture(run, per_window)
+        run.graph = _capture(run, per_window)  # the graph of one call goes with the run
     per_read = sum(b.wall_ns for b in sizing) / sum(len(b.device) for b in sizing)
     run.each_ns = max(float(run.device_each), run.host_each_ns, per_read) * per_window
 
@@ -661,7 +645,7 @@ def _result(run: _Runner, timed: _Batch, stopped: StoppedBy) -> BenchResult:
         if launch_bound:
             hold = (
                 "pass hold_stream=True to time that work alone"
-                if isinstance(api, SupportsHostFunc)
+                if run.capable.host_func
                 else f"bench cannot hold {api.BACKEND}'s stream to time it alone (no host "
                 "functions)"
             )
