@@ -23,13 +23,7 @@ from .._errors import CaptureError, DriverError, EventStateError
 from ._handles import OWED, RE, RS, Event, LiveHandles, Stream, _Handle
 
 if TYPE_CHECKING:
-    from .._protocol import (
-        EventApi,
-        SupportsCaptureCheck,
-        SupportsEventQuery,
-        SupportsFastPath,
-        SupportsHostFunc,
-    )
+    from .. import _protocol
 
 __all__ = ["CaptureCheckMixin", "DriverBackend", "EventQueryMixin", "HostFuncMixin"]
 
@@ -724,11 +718,11 @@ if TYPE_CHECKING:
         capture: CaptureCheckMixin[object, object],
         host_func: HostFuncMixin[object, object],
     ) -> None:
-        _api: EventApi[Event[object], Stream[object]] = backend
-        _fast: SupportsFastPath[Event[object], Stream[object]] = backend
-        _query: SupportsEventQuery[Event[object]] = query
-        _capture: SupportsCaptureCheck[Stream[object]] = capture
-        _host_func: SupportsHostFunc[Stream[object]] = host_func
+        _api: _protocol.EventApi[Event[object], Stream[object]] = backend
+        _fast: _protocol.SupportsFastPath[Event[object], Stream[object]] = backend
+        _query: _protocol.SupportsEventQuery[Event[object]] = query
+        _capture: _protocol.SupportsCaptureCheck[Stream[object]] = capture
+        _host_func: _protocol.SupportsHostFunc[Stream[object]] = host_func
 
 
 @final
