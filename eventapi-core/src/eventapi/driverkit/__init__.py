@@ -110,18 +110,17 @@ if TYPE_CHECKING:
 else:
 
     def __getattr__(name: str) -> object:
-        if name not in __all__:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from importlib import import_module
+        if name in __all__:
+            from importlib import import_module
 
-        # Looked for in the module that imports least first: probe's helpers come without the
-        # handle layer, and _backend has the handles' names besides its own.
-        for where in ("probe", "_calls", "_backend"):
-            module = import_module(f"{__name__}.{where}")
-            if hasattr(module, name):
-                globals()[name] = value = getattr(module, name)
-                return value
-        raise AssertionError(f"{name} is in __all__ but in none of the modules")
+            # Looked for in the module that imports least first: probe's helpers come without
+            # the handle layer, and _backend has the handles' names besides its own.
+            for where in ("probe", "_calls", "_backend"):
+                module = import_module(f"{__name__}.{where}")
+                if hasattr(module, name):
+                    globals()[name] = value = getattr(module, name)
+                    return value
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 del TYPE_CHECKING

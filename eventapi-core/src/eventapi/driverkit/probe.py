@@ -101,8 +101,7 @@ def c_int_out(library: ctypes.CDLL, function: str) -> tuple[int, int]:
         return -1, 0
     fn.restype = ctypes.c_int
     out = ctypes.c_int(0)
-    status = int(fn(ctypes.byref(out)))
-    return status, out.value
+    return int(fn(ctypes.byref(out))), out.value
 
 
 def installed_version(distribution: str) -> str | None:
