@@ -24,6 +24,7 @@ import io
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
@@ -33,6 +34,7 @@ from .._plugins._discovery import KNOWN_HINTS, backends
 from .._plugins._selection import ENV_BACKEND, passed_over, preview
 from .._plugins._spec import BackendInfo
 from ._bench import add_bench_parser, run_bench
+from ._report import report, table
 
 __all__ = ["main"]
 
@@ -126,19 +128,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _table(rows: Sequence[BackendInfo]) -> str:
-    cells = [
-        _COLUMNS,
-        *((r.name, str(r.priority), r.distribution, r.version, r.status) for r in rows),
-    ]
-    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
-    widths[-1] = 0  # the last column, STATUS, is not padded
-    lines = (
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in cells
-    )
-    return "\n".join(lines)
-
-
 def _install_hints(rows: Sequence[BackendInfo]) -> str:
     """Install hints where installing is the fix, as a block of lines ("" when there are none).
 
@@ -159,9 +148,7 @@ def _install_hints(rows: Sequence[BackendInfo]) -> str:
     ]
     if not hints:
         return ""
-    width = max(len(name) for name, _ in hints)
-    lines = [f"  {name.ljust(width)}  {hint}" for name, hint in hints]
-    return "\n".join(["install hints:", *lines]) + "\n\n"
+    return "install hints:\n" + textwrap.indent(table(hints), "  ") + "\n\n"
 
 
 def _public_name(exc: BaseException) -> str:
@@ -184,18 +171,6 @@ def _default_line(rows: Sequence[BackendInfo]) -> tuple[str, bool]:
         if over:
             line += f"; eventapi.backend() warns that it passes over broken {', '.join(over)}"
     return line, True
-
-
-def _retry(names: Sequence[str]) -> None:
-    """Lift the quarantine of ``names``, saying on stderr what was removed."""
-    from .._plugins import _quarantine
-
-    for name in names:
-        removed = _quarantine.lift(name)
-        if removed:
-            print(f"eventapi: {name} runs again; removed {', '.join(removed)}", file=sys.stderr)
-        else:
-            print(f"eventapi: {name} was not quarantined", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -226,7 +201,12 @@ def _stdout_kept_for_us() -> Iterator[TextIO]:
 
 
 def _backends(args: argparse.Namespace, out: TextIO) -> int:
-    _retry(args.retry)
+    from .._plugins import _quarantine
+
+    for name in args.retry:  # lift the quarantine, saying on stderr what was removed
+        removed = _quarantine.lift(name)
+        said = f"runs again; removed {', '.join(removed)}" if removed else "was not quarantined"
+        print(f"eventapi: {name} {said}", file=sys.stderr)
     rows = backends()
     default, would_work = _default_line(rows)
     if args.json:
@@ -234,7 +214,8 @@ def _backends(args: argparse.Namespace, out: TextIO) -> int:
         if not would_work:
             print(default, file=sys.stderr)
     else:
-        out.write(_table(rows) + "\n\n" + _install_hints(rows) + default + "\n")
+        cells = [(r.name, str(r.priority), r.distribution, r.version, r.status) for r in rows]
+        out.write(table([_COLUMNS, *cells]) + "\n\n" + _install_hints(rows) + default + "\n")
     return 0 if would_work else 1
 
 
@@ -258,17 +239,14 @@ def run_check(
     # Imported here: the checks pull in the fence and profiler machinery that listing does not.
     from .. import backend
     from ._check import FAIL, BackendReport, CheckResult, check_backend
-    from ._report import report
 
     reports: list[BackendReport] = []
-    chosen: list[str | None]
     variable = os.environ.get(ENV_BACKEND, "").strip()
-    if names:
-        chosen = list(names)
-    elif variable:
-        chosen = [None]  # eventapi.backend() reads the variable, and raises what it raises
-    else:
-        chosen = [info.name for info in backends() if info.usable]
+    # No names: None when the variable is set (eventapi.backend() reads it, and raises what it
+    # raises), else every usable backend.
+    chosen: Sequence[str | None] = names or (
+        [None] if variable else [info.name for info in backends() if info.usable]
+    )
     for name in chosen:
         label = variable if name is None else name
         try:

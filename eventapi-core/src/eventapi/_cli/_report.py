@@ -2,20 +2,22 @@
 
 :func:`report` prints what :func:`~eventapi._cli._check.check_backend` returned, writes the
 spans the checks read as a Chrome trace when asked, and decides the exit status. Running the
-checks is :mod:`eventapi._cli._check`'s; choosing the backends is the command's.
+checks is :mod:`eventapi._cli._check`'s; choosing the backends is the command's. :func:`table`
+lays out the tables of ``eventapi check`` and ``eventapi backends`` alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from ._check import BackendReport, CheckResult
+    from ._check import BackendReport
 
-__all__ = ["report"]
+__all__ = ["report", "table"]
 
 
 def report(
@@ -35,23 +37,12 @@ def report(
     """
     rows = [r for rep in reports for r in rep.results]
     if as_json:
-        json.dump(
-            [
-                {
-                    "backend": r.backend,
-                    "check": r.check,
-                    "result": r.result,
-                    "detail": r.detail,
-                    "values": dict(r.values),
-                }
-                for r in rows
-            ],
-            out,
-            indent=2,
-        )
-        out.write("\n")
+        out.write(json.dumps([dataclasses.asdict(r) for r in rows], indent=2) + "\n")
     else:
-        out.write(_table(rows))
+        header = ("BACKEND", "CHECK", "RESULT", "DETAIL")
+        out.write(table([header, *((r.backend, r.check, r.result, r.detail) for r in rows)]) + "\n")
+        if not rows:
+            out.write("(no backend was checked)\n")
     status = 1 if any(rep.failed for rep in reports) or not reports else 0
     if trace is not None:
         from ..trace import export_chrome_trace
@@ -64,16 +55,10 @@ def report(
     return status
 
 
-def _table(rows: Sequence[CheckResult]) -> str:
-    header = ("BACKEND", "CHECK", "RESULT", "DETAIL")
-    cells = [header, *((r.backend, r.check, r.result, r.detail) for r in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(3)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        + "  "
-        + row[3]
-        for row in cells
-    ]
-    if not rows:
-        lines.append("(no backend was checked)")
-    return "\n".join(line.rstrip() for line in lines) + "\n"
+def table(rows: Sequence[Sequence[str]]) -> str:
+    """``rows`` (a header first, where there is one) as lines of columns two spaces apart, each
+    column as wide as its widest cell but the last, which is not padded."""
+    widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
+    widths[-1] = 0
+    lines = ("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(line.rstrip() for line in lines)
