@@ -100,10 +100,8 @@ def run(plugin: Plugin, load: str, timeout: float) -> Outcome:
 
 def _outcome(status: int | None, text: str, timeout: float) -> Outcome:
     head, found, dump = text.partition(_DUMP)
-    said: dict[str, str] = {}  # the last value the separate process said of each kind
-    for line in head.split("\n"):
-        kind, _, value = line.partition("\t")
-        said[kind] = value
+    lines = (line.partition("\t") for line in head.split("\n"))
+    said = {kind: value for kind, _, value in lines}  # the last value said of each kind
     stage = said.get("stage", "")
     priority = int(said.get("priority", 0))  # the spec's, which the checks found an int
     if status is None:

@@ -98,25 +98,23 @@ def _open_directory(*, create: bool) -> tuple[int, str] | None:
     Ours: a real directory (not a link), owned by this user; a mode wider than 0700 (an older
     eventapi created it with the umask's) is narrowed. Never raises.
     """
+    fd = -1
     try:
         path = _directory()
         if create:
             os.makedirs(path, mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            _not_ours(path)
-        return None
-    try:
         info = os.fstat(fd)
         if info.st_uid == os.getuid():
             if info.st_mode & 0o077:
                 os.fchmod(fd, 0o700)
             return fd, path
         _not_ours(path)
-    except OSError:
-        pass
-    os.close(fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a link, or not a directory
+            _not_ours(path)
+    if fd >= 0:
+        os.close(fd)
     return None
 
 
