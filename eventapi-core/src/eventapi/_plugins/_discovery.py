@@ -160,13 +160,13 @@ class _Cell:
     publishes (what the plugin returns after that is dropped).
     """
 
-    __slots__ = ("budget", "done", "entry", "plugin", "priority", "stage")
+    __slots__ = ("answers", "budget", "done", "plugin", "priority", "stage")
 
     def __init__(self, plugin: Plugin, budget: float, entry: Entry | None = None) -> None:
         self.done = threading.Event()
         self.plugin = plugin
         self.budget = budget
-        self.entry = entry
+        self.answers = [] if entry is None else [entry]  # the first is the cell's entry
         if entry is not None:
             self.done.set()
         # Written by the plugin's thread as it goes, read for a timeout's message.
@@ -201,18 +201,16 @@ class _Cell:
         self.priority = spec.priority if spec is not None else 0
 
     def _publish(self, entry: Entry) -> Entry:
-        with _lock:
-            if self.entry is None:
-                self.entry = entry
-            published = self.entry
+        # list.append is atomic: of the plugin's entry and a timed-out caller's, whichever is
+        # appended first is the one answer every caller gets.
+        self.answers.append(entry)
         self.done.set()
-        return published
+        return self.answers[0]
 
     def wait(self, deadline: float) -> Entry:
         """The entry, waiting for the plugin until ``deadline`` (``time.monotonic()``) at most."""
         if self.done.wait(max(0.0, deadline - time.monotonic())):
-            assert self.entry is not None  # set before the event
-            return self.entry
+            return self.answers[0]  # appended before the event was set
         reason = (
             f"timed out after {self.budget:g} s {self.stage}; it may still be running. If it "
             f"is only slow, raise {ENV_PLUGIN_TIMEOUT} (seconds); to skip it, add "
@@ -300,8 +298,8 @@ def _read() -> _Scan:
 
 # -- the registry: plugins registered in code, and the current scan ---------------------------
 
-# Guards the registry's data: what follows, each scan's cells and each cell's entry. Never held
-# while plugin code runs or entry points are read.
+# Guards the registry's data: what follows, and each scan's cells. Never held while plugin code
+# runs or entry points are read.
 _lock = threading.Lock()
 _code: dict[str, Plugin] = {}
 _scan: _Scan | None = None
