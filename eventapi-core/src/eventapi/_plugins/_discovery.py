@@ -62,7 +62,6 @@ from ._plugin import (
     REGISTERED_IN_CODE,
     Entry,
     Plugin,
-    broken,
     check_spec,
     describe,
     normalize,
@@ -193,7 +192,8 @@ class _Cell:
                 with _quarantine.guard(plugin):
                     entry = resolve(plugin, self._advance)
         except BaseException as exc:  # resolve reports the plugin's own errors
-            entry = Entry((broken(plugin, f"discovery failed: {describe(exc)}"),), None, plugin)
+            failed = row(plugin, "broken", f"discovery failed: {describe(exc)}")
+            entry = Entry((failed,), None, plugin)
         self._publish(entry)
 
     def _advance(self, stage: str, spec: BackendSpec | None) -> None:
@@ -216,7 +216,7 @@ class _Cell:
             f"is only slow, raise {ENV_PLUGIN_TIMEOUT} (seconds); to skip it, add "
             f"{self.plugin.name} to {ENV_DISABLE_PLUGINS}"
         )
-        timed_out = broken(self.plugin, reason, priority=self.priority)
+        timed_out = row(self.plugin, "broken", reason, priority=self.priority)
         return self._publish(Entry((timed_out,), None, self.plugin))
 
 
@@ -288,7 +288,7 @@ def _read() -> _Scan:
             plugin = Plugin(ep.name, distribution, version, ep.value, ep.load)
             why = _refusal(plugin)
             if why is not None:
-                refused.append(broken(plugin, why))
+                refused.append(row(plugin, "broken", why))
             # The core declares host as an entry point too, the module registered above: the
             # same plugin, no conflict.
             elif not (plugin.target == _HOST and normalize(distribution) == "eventapi-core"):
@@ -336,7 +336,7 @@ def _started_cell(scan: _Scan, name: str) -> _Cell | None:
         elif len(plugins) > 1:
             claims = " and ".join(p.label for p in plugins)
             conflict = f"conflict: name claimed by {claims}; uninstall one"
-            decided = Entry(tuple(broken(p, conflict) for p in plugins), None, None)
+            decided = Entry(tuple(row(p, "broken", conflict) for p in plugins), None, None)
         cell = scan.cells[name] = _Cell(plugins[0], scan.budget, decided)
     if decided is None:
         cell.start()

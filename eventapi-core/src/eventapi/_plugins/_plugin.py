@@ -38,7 +38,6 @@ __all__ = [
     "Entry",
     "Loaded",
     "Plugin",
-    "broken",
     "check_spec",
     "describe",
     "normalize",
@@ -118,24 +117,24 @@ def normalize(distribution: str) -> str:
 
 def row(
     plugin: Plugin,
-    status: str,
+    kind: str,
     reason: str = "",
     *,
     spec: BackendSpec | None = None,
     priority: int = 0,
 ) -> BackendInfo:
-    """``plugin``'s row; its priority and install hint are the spec's when it yielded one."""
+    """``plugin``'s row of ``kind``: ``"ok"``, ``"unavailable"``, ``"broken"`` or ``"blocked"``.
+
+    The status is ``"<kind>: <reason>"`` for an unavailable or broken one, the kind alone
+    otherwise; the reason is made one line. Its priority and install hint are the spec's when
+    it yielded one.
+    """
+    reason = " ".join(reason.split())
+    status = f"{kind}: {reason}" if kind in ("unavailable", "broken") else kind
     hint = KNOWN_HINTS.get(plugin.name, "")
     if spec is not None:
         priority, hint = spec.priority, spec.install_hint
     return BackendInfo(*plugin[:3], priority, status, reason, hint)  # name, distribution, version
-
-
-def broken(
-    plugin: Plugin, reason: str, *, priority: int = 0, spec: BackendSpec | None = None
-) -> BackendInfo:
-    reason = " ".join(reason.split())
-    return row(plugin, f"broken: {reason}", reason, spec=spec, priority=priority)
 
 
 def resolve(plugin: Plugin, advance: Advance) -> Entry:
@@ -152,9 +151,9 @@ def resolve(plugin: Plugin, advance: Advance) -> Entry:
         logger().debug(
             "backend %r (%s) is broken: %s", plugin.name, plugin.label, exc, exc_info=exc.__cause__
         )
-        return Entry((broken(plugin, str(exc), spec=spec),), None, plugin)
-    status = "ok" if reason is None else f"unavailable: {reason}"
-    return Entry((row(plugin, status, reason or "", spec=spec),), spec, plugin, {})
+        return Entry((row(plugin, "broken", str(exc), spec=spec),), None, plugin)
+    kind = "ok" if reason is None else "unavailable"
+    return Entry((row(plugin, kind, reason or "", spec=spec),), spec, plugin, {})
 
 
 def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:
@@ -205,7 +204,7 @@ def _probe(spec: BackendSpec) -> str | None:
         raise _BrokenPluginError(
             f"probe returned {reason!r}; it must return None or a one-line reason"
         )
-    return " ".join(reason.split())
+    return reason
 
 
 def check_spec(plugin: Plugin, spec: BackendSpec) -> None:

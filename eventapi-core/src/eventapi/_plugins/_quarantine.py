@@ -61,7 +61,7 @@ from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from .._logger import logger
-from ._plugin import Plugin, broken
+from ._plugin import Plugin, row
 from ._spec import BackendInfo
 
 __all__ = ["crashed_before", "guard", "lift"]
@@ -316,7 +316,7 @@ def crashed_before(plugin: Plugin, timeout: float) -> BackendInfo | None:
         f"{quarantined.detail}; run 'eventapi backends --retry {name}' or delete "
         f"{os.path.join(path, file)} to try it again"
     )
-    return broken(plugin, reason, priority=quarantined.priority)
+    return row(plugin, "broken", reason, priority=quarantined.priority)
 
 
 def _check(dir_fd: int, plugin: Plugin, ended: _Record, timeout: float) -> _Record | None:
