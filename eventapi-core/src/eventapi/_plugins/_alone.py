@@ -24,12 +24,12 @@ import sys
 import tempfile
 import threading
 from importlib.metadata import EntryPoint
-from typing import Any, Final, NamedTuple, NoReturn
+from typing import Any, Final, NoReturn
 
 from ._plugin import Plugin, describe, resolve
 from ._spec import ENTRY_POINT_GROUP, BackendSpec
 
-__all__ = ["Outcome", "main", "run"]
+__all__ = ["main", "run"]
 
 _CODE: Final = (
     "import json, sys\n"
@@ -49,25 +49,17 @@ _CURRENT: Final = "Current thread 0x"
 _MAX_BYTES: Final = 1 << 20  # the report with every thread's stack is a few KiB
 
 
-class Outcome(NamedTuple):
-    """How the plugin ended the separate process.
-
-    ``verdict``: ``"crashed"`` (a fatal signal, or the process ended without the plugin
-    returning, while the plugin ran: ``how`` says how, and where the plugin was),
-    ``"returned"`` (it ran to the end), or ``"unknown"`` (not run to an end: ``how`` says why).
-    ``priority`` is what the plugin declared (0 if it did not get that far).
-    """
-
-    verdict: str
-    how: str
-    priority: int
-
-
-def run(plugin: Plugin, load: str, timeout: float) -> Outcome:
+def run(plugin: Plugin, load: str, timeout: float) -> tuple[str, str, int]:
     """Run ``plugin`` alone in a new process and wait at most ``timeout`` seconds for it.
 
     ``load`` is ``""`` to stop after the probe, else the backend whose ``load`` to call after
     it, as it was selected: ``"NAME"`` for ``load(None)``, ``"NAME:DEVICE"``. Never raises.
+
+    Returns how the plugin ended that process, ``(verdict, how, priority)``. The verdict is
+    ``"crashed"`` (a fatal signal, or the process ended without the plugin returning, while the
+    plugin ran: ``how`` says how, and where the plugin was), ``"returned"`` (it ran to the end),
+    or ``"unknown"`` (not run to an end: ``how`` says why); the priority is what the plugin
+    declared (0 if it did not get that far).
     """
     # The parent of eventapi's own folder first: the child must import this eventapi.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -94,29 +86,29 @@ def run(plugin: Plugin, load: str, timeout: float) -> Outcome:
             report.seek(0)
             text = report.read(_MAX_BYTES).decode("utf-8", errors="replace")
     except (OSError, ValueError) as exc:  # no temporary file, no interpreter to start
-        return Outcome("unknown", f"it could not be run: {describe(exc)}", 0)
+        return "unknown", f"it could not be run: {describe(exc)}", 0
     return _outcome(status, text, timeout)
 
 
-def _outcome(status: int | None, text: str, timeout: float) -> Outcome:
+def _outcome(status: int | None, text: str, timeout: float) -> tuple[str, str, int]:
     head, found, dump = text.partition(_DUMP)
     lines = (line.partition("\t") for line in head.split("\n"))
     said = {kind: value for kind, _, value in lines}  # the last value said of each kind
     stage = said.get("stage", "")
     priority = int(said.get("priority", 0))  # the spec's, which the checks found an int
     if status is None:
-        return Outcome("unknown", f"it did not end within {timeout:g} s", priority)
+        return "unknown", f"it did not end within {timeout:g} s", priority
     if "returned" in said and status == 0:
-        return Outcome("returned", "", priority)
+        return "returned", "", priority
     ended = _status(status)
     if not stage:  # eventapi's own failure there, which its traceback on stderr explains
-        return Outcome("unknown", f"that process ended ({ended}) before the plugin ran", priority)
+        return "unknown", f"that process ended ({ended}) before the plugin ran", priority
     if status < 0 and -status in _CRASHES:
         where = _where(dump) if found else ended
-        return Outcome("crashed", f"a crash in native code ({where}) {stage}", priority)
+        return "crashed", f"a crash in native code ({where}) {stage}", priority
     if status >= 0:
-        return Outcome("crashed", f"it ended that process ({ended}) {stage}", priority)
-    return Outcome("unknown", f"that process was ended from outside ({ended})", priority)
+        return "crashed", f"it ended that process ({ended}) {stage}", priority
+    return "unknown", f"that process was ended from outside ({ended})", priority
 
 
 def _status(status: int) -> str:

@@ -325,23 +325,23 @@ def _check(dir_fd: int, plugin: Plugin, ended: _Record, timeout: float) -> _Reco
 
     name = plugin.name
     running = "its load" if ended.load else "its import, hook or probe"
-    outcome = _alone.run(plugin, ended.load, timeout)
-    if outcome.verdict == "crashed":
+    verdict, how, priority = _alone.run(plugin, ended.load, timeout)
+    if verdict == "crashed":
         when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
         detail = (
             f"the process running {running} ended there (pid {ended.detail}, found {when}); "
-            f"run alone in a separate process it ended that one too, by {outcome.how}, so it "
+            f"run alone in a separate process it ended that one too, by {how}, so it "
             "is not run again"
         )
-        record = ended._replace(priority=outcome.priority, detail=detail, deaths=0, checked=True)
+        record = ended._replace(priority=priority, detail=detail, deaths=0, checked=True)
         _put(dir_fd, f"{name}{_QUARANTINED}", _RECORD, *record)
         _discard(dir_fd, f"{name}{_ENDED}")
         return record
     _put(dir_fd, f"{name}{_ENDED}", _RECORD, *ended._replace(checked=True))
-    if outcome.verdict == "unknown":
+    if verdict == "unknown":
         why = (
             f"process {ended.detail} ended while running {running}, and eventapi could not tell "
-            f"a crash of it from a kill by running it alone in a separate process ({outcome.how})"
+            f"a crash of it from a kill by running it alone in a separate process ({how})"
         )
     elif ended.deaths > 1:
         why = (
