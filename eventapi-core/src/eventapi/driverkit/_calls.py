@@ -20,6 +20,7 @@ is in :mod:`eventapi.driverkit.probe`, which a probe imports without this module
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -272,8 +273,6 @@ def ms_to_ns(ms: float) -> int:
 _pending: dict[int, tuple[str, Callable[[], object]]] = {}
 _pending_lock = threading.Lock()
 _keys = itertools.count(1)  # 0 would be a NULL user-data pointer
-_trampoline_object: Any = None  # the ctypes callback: alive for the process once created
-_trampoline_address = 0
 
 
 def _run_host_func(user_data: int | None) -> None:
@@ -290,16 +289,16 @@ def _run_host_func(user_data: int | None) -> None:
         _log.exception("%s: host function %r raised; the stream carries on", backend, fn)
 
 
-def _trampoline() -> int:
-    # Created on first use so that importing eventapi does not import ctypes.
-    global _trampoline_object, _trampoline_address
-    with _pending_lock:
-        if not _trampoline_address:
-            import ctypes
+@functools.cache
+def _trampoline() -> tuple[object, int]:
+    # The ctypes callback that runs _run_host_func, and its address: made on first use, so that
+    # importing this module does not import ctypes, and kept alive by the cache for the process.
+    # Called with _pending_lock held, so that two first launches cannot make two (the one the
+    # cache did not keep would be freed under its driver thread).
+    import ctypes
 
-            _trampoline_object = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_run_host_func)
-            _trampoline_address = int(ctypes.cast(_trampoline_object, ctypes.c_void_p).value or 0)
-        return _trampoline_address
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_run_host_func)
+    return callback, int(ctypes.cast(callback, ctypes.c_void_p).value or 0)
 
 
 def launch_host_func(
@@ -319,9 +318,9 @@ def launch_host_func(
     for what, value in (("fn", fn), ("enqueue", enqueue)):
         if not callable(value):
             raise wrong_type(f"launch_host_func: {what}", "callable", value)
-    address = _trampoline()
     key = next(_keys)
     with _pending_lock:
+        address = _trampoline()[1]
         _pending[key] = (backend, fn)
     try:
         enqueue(address, key)
