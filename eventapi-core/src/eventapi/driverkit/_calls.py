@@ -144,9 +144,8 @@ class DriverCalls:
     def _run(self, fn: Callable[..., Any], *args: object) -> Any:
         # What the binding returns for fn(*args): the status first. Not called once the
         # context is lost; a binding that cannot reach the driver raises RuntimeError.
-        lost = self.lost
-        if lost is not None:
-            raise self._lost_again(lost, fn)
+        if self.lost is not None:
+            raise self._lost_again(self.lost, fn)
         try:
             return fn(*args)
         except RuntimeError as exc:
@@ -199,9 +198,8 @@ class DriverCalls:
         A backend whose compiled calls stop calling the driver once it is lost asks this for
         the error of each call it refused, passing the lost status.
         """
-        lost = self.lost
-        if lost is not None:
-            return self._lost_again(lost, call)
+        if self.lost is not None:
+            return self._lost_again(self.lost, call)
         return self.error(call, status)
 
     def _lost_again(self, lost: DriverError, fn: Callable[..., Any] | str) -> DriverError:
@@ -216,12 +214,11 @@ class DriverCalls:
 
     def unreachable(self, fn: Callable[..., Any], exc: BaseException) -> DriverError:
         """The :class:`~eventapi.DriverError` for a call the binding could not make at all."""
-        missing = self._missing
         return DriverError(
             self._backend,
             _call_name(fn),
-            int(missing),
-            str(getattr(missing, "name", missing)),
+            int(self._missing),
+            str(getattr(self._missing, "name", self._missing)),
             f"the binding could not reach the driver ({exc}); {self._missing_hint}",
         )
 
@@ -231,11 +228,10 @@ class DriverCalls:
         except Exception:  # the lookup is a courtesy; the code itself is the fact
             _log.debug("%s: no description for status %d", self._backend, code, exc_info=True)
             name = text = None
-        entry = (
+        self._names[code] = entry = (
             name or str(getattr(status, "name", f"error {code}")),
             text or "the driver gave no description for this code",
         )
-        self._names[code] = entry
         return entry
 
 
