@@ -59,10 +59,9 @@ from .._metadata import name_and_version
 from ._plugin import (
     KNOWN_HINTS,
     NAME_RE,
-    REGISTERED_IN_CODE,
     Entry,
     Plugin,
-    check_spec,
+    code_plugin,
     describe,
     normalize,
     resolve,
@@ -418,22 +417,14 @@ def register_backend(spec: BackendSpec) -> None:
             another major, a ``priority`` that is not an int, ``load`` or ``probe`` not
             callable), with the same message discovery gives a plugin.
     """
-    if not isinstance(spec, BackendSpec):
-        raise TypeError(
-            f"register_backend() takes an eventapi.BackendSpec, got {type(spec).__name__}"
-        )
-    name = spec.name
-    # Its plugin's module is the spec itself, checked here, on the caller's thread.
-    target = f"register_backend({name!r})"
-    plugin = Plugin(name, REGISTERED_IN_CODE, "", target, lambda: spec, installed=False)
-    check_spec(plugin, spec)
+    plugin = code_plugin(spec)  # checked here, on the caller's thread
     with _lock:
-        if name in _code:
+        if plugin.name in _code:
             raise ValueError(
-                f"a backend {name!r} is already registered in code; unregister it first"
+                f"a backend {plugin.name!r} is already registered in code; unregister it first"
             )
-        _code[name] = plugin
-        _forget(name)
+        _code[plugin.name] = plugin
+        _forget(plugin.name)
 
 
 def unregister_backend(name: str) -> bool:

@@ -3,7 +3,7 @@
 A plugin is a module of pluggy hook implementations that claims one backend name: an entry
 point of the group ``eventapi.backends``, or the core's own ``host``; a backend registered in
 code is a plugin whose module is its :class:`~eventapi.BackendSpec`, checked as it was
-registered (:func:`check_spec`). Running it means importing it, calling its
+registered (:func:`code_plugin`). Running it means importing it, calling its
 ``eventapi_backends`` hook alone, checking the one :class:`~eventapi.BackendSpec` it must yield
 and calling its probe (:func:`resolve`); what comes out is its row. Discovery runs this on a
 thread of its own (:mod:`eventapi._plugins._discovery`), the quarantine in a separate process
@@ -34,11 +34,10 @@ from ._spec import (
 
 __all__ = [
     "KNOWN_HINTS",
-    "REGISTERED_IN_CODE",
     "Entry",
     "Loaded",
     "Plugin",
-    "check_spec",
+    "code_plugin",
     "describe",
     "normalize",
     "resolve",
@@ -164,7 +163,7 @@ def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:
     except BaseException as exc:  # the plugin's failure (module docstring)
         raise _BrokenPluginError(f"cannot import {plugin.target}: {describe(exc)}") from exc
     if isinstance(module, BackendSpec):
-        return module  # registered in code: checked as it was registered (check_spec)
+        return module  # registered in code: checked as it was registered (code_plugin)
     advance("in its eventapi_backends hook", None)
     # A manager of its own: pluggy's is not thread-safe, and only this plugin's hook must run.
     pm = pluggy.PluginManager(PROJECT)
@@ -207,9 +206,16 @@ def _probe(spec: BackendSpec) -> str | None:
     return reason
 
 
-def check_spec(plugin: Plugin, spec: BackendSpec) -> None:
-    """Raise ValueError unless ``spec`` may be registered in code as ``plugin``: a free, valid
-    name, and as sound as discovery checks a plugin's spec."""
+def code_plugin(spec: BackendSpec) -> Plugin:
+    """The plugin of a backend registered in code: its module is ``spec`` itself, checked.
+
+    Raises TypeError for anything but a BackendSpec, and ValueError unless ``spec`` may be
+    registered: a valid name not reserved, and as sound as discovery checks a plugin's spec.
+    """
+    if not isinstance(spec, BackendSpec):
+        raise TypeError(
+            f"register_backend() takes an eventapi.BackendSpec, got {type(spec).__name__}"
+        )
     name = spec.name
     if name in RESERVED_NAMES:
         raise ValueError(
@@ -221,10 +227,13 @@ def check_spec(plugin: Plugin, spec: BackendSpec) -> None:
             f"{name!r} is not a backend name (letters, digits, '_', '.', '-', starting with a "
             "letter, digit or '_')"
         )
+    target = f"register_backend({name!r})"
+    plugin = Plugin(name, REGISTERED_IN_CODE, "", target, lambda: spec, installed=False)
     try:
         _check_specs(plugin, [spec])
     except _BrokenPluginError as exc:
         raise ValueError(f"BackendSpec {name!r}: {exc}") from None
+    return plugin
 
 
 def _check_specs(plugin: Plugin, specs: list[object]) -> BackendSpec:
