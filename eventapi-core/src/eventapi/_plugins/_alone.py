@@ -27,7 +27,7 @@ from importlib.metadata import EntryPoint
 from typing import Any, Final, NoReturn
 
 from ._plugin import Plugin, describe, resolve
-from ._spec import ENTRY_POINT_GROUP, BackendSpec
+from ._spec import ENTRY_POINT_GROUP
 
 __all__ = ["main", "run"]
 
@@ -147,9 +147,8 @@ def main(args: dict[str, Any]) -> NoReturn:
     def say(kind: str, value: object = "") -> None:
         os.write(fd, f"{kind}\t{' '.join(str(value).split())}\n".encode())
 
-    def advance(stage: str, spec: BackendSpec | None) -> None:
-        if spec is not None:
-            say("priority", spec.priority)
+    def advance(stage: str, priority: int) -> None:
+        say("priority", priority)
         say("stage", stage)
 
     faulthandler.enable(file=fd, all_threads=True)
@@ -159,7 +158,7 @@ def main(args: dict[str, Any]) -> NoReturn:
     entry = resolve(Plugin(name, distribution, version, target, load), advance)  # never raises
     selected = args["load"]
     if selected and entry.spec is not None:
-        advance(f"in its load ({selected})", None)
+        advance(f"in its load ({selected})", entry.spec.priority)
         device = selected.partition(":")[2]
         with contextlib.suppress(BaseException):  # the plugin's failure, not a crash
             entry.spec.load(int(device) if device else None)

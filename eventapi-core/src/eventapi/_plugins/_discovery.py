@@ -195,9 +195,9 @@ class _Cell:
             entry = Entry((failed,), None, plugin)
         self._publish(entry)
 
-    def _advance(self, stage: str, spec: BackendSpec | None) -> None:
+    def _advance(self, stage: str, priority: int) -> None:
         self.stage = stage
-        self.priority = spec.priority if spec is not None else 0
+        self.priority = priority
 
     def _publish(self, entry: Entry) -> Entry:
         # list.append is atomic: of the plugin's entry and a timed-out caller's, whichever is

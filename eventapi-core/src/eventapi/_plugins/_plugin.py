@@ -96,8 +96,9 @@ class Entry(NamedTuple):
     loaded: Loaded | None = None
 
 
-Advance = Callable[[str, "BackendSpec | None"], None]
-"""Told what the plugin runs now (a stage, for messages), and its spec once known."""
+Advance = Callable[[str, int], None]
+"""Told what the plugin runs now (a stage, for messages), and the priority it declared so far
+(0 until its spec is known)."""
 
 
 @final
@@ -144,7 +145,7 @@ def resolve(plugin: Plugin, advance: Advance) -> Entry:
     spec: BackendSpec | None = None
     try:
         spec = _load_spec(plugin, advance)
-        advance("in its probe", spec)
+        advance("in its probe", spec.priority)
         reason = _probe(spec)
     except _BrokenPluginError as exc:
         logger().debug(
@@ -157,14 +158,14 @@ def resolve(plugin: Plugin, advance: Advance) -> Entry:
 
 def _load_spec(plugin: Plugin, advance: Advance) -> BackendSpec:
     """Import the plugin, call its hook alone, and check what it yields."""
-    advance(f"importing {plugin.target}", None)
+    advance(f"importing {plugin.target}", 0)
     try:
         module = plugin.load_plugin()
     except BaseException as exc:  # the plugin's failure (module docstring)
         raise _BrokenPluginError(f"cannot import {plugin.target}: {describe(exc)}") from exc
     if isinstance(module, BackendSpec):
         return module  # registered in code: checked as it was registered (code_plugin)
-    advance("in its eventapi_backends hook", None)
+    advance("in its eventapi_backends hook", 0)
     # A manager of its own: pluggy's is not thread-safe, and only this plugin's hook must run.
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(_Hooks)
