@@ -186,13 +186,12 @@ class _Cell:
         try:
             crashed = _quarantine.crashed_before(plugin, self.budget)
             if crashed is not None:
-                entry = Entry((crashed,), None, plugin)
+                entry = Entry((crashed,))
             else:
                 with _quarantine.guard(plugin):
                     entry = resolve(plugin, self._advance)
         except BaseException as exc:  # resolve reports the plugin's own errors
-            failed = row(plugin, "broken", f"discovery failed: {describe(exc)}")
-            entry = Entry((failed,), None, plugin)
+            entry = Entry((row(plugin, "broken", f"discovery failed: {describe(exc)}"),))
         self._publish(entry)
 
     def _advance(self, stage: str, priority: int) -> None:
@@ -216,7 +215,7 @@ class _Cell:
             f"{self.plugin.name} to {ENV_DISABLE_PLUGINS}"
         )
         timed_out = row(self.plugin, "broken", reason, priority=self.priority)
-        return self._publish(Entry((timed_out,), None, self.plugin))
+        return self._publish(Entry((timed_out,)))
 
 
 # -- one scan ---------------------------------------------------------------------------------
@@ -328,14 +327,13 @@ def _started_cell(scan: _Scan, name: str) -> _Cell | None:
         plugins = ([_code[name]] if name in _code else []) + scan.claims.get(name, [])
         if not plugins:
             return None
-        decided = None
+        kind = reason = ""
         if name in scan.blocked:
-            reason = f"listed in {ENV_DISABLE_PLUGINS}"
-            decided = Entry(tuple(row(p, "blocked", reason) for p in plugins), None, None)
+            kind, reason = "blocked", f"listed in {ENV_DISABLE_PLUGINS}"
         elif len(plugins) > 1:
             claims = " and ".join(p.label for p in plugins)
-            conflict = f"conflict: name claimed by {claims}; uninstall one"
-            decided = Entry(tuple(row(p, "broken", conflict) for p in plugins), None, None)
+            kind, reason = "broken", f"conflict: name claimed by {claims}; uninstall one"
+        decided = Entry(tuple(row(p, kind, reason) for p in plugins)) if kind else None
         cell = scan.cells[name] = _Cell(plugins[0], scan.budget, decided)
     if decided is None:
         cell.start()
@@ -389,7 +387,7 @@ def entry(name: str) -> Entry | None:
     # Refused from its metadata alone (a value that is not a module): broken, not absent. A
     # reserved name's impostor is not what the user asked for, though.
     refused = tuple(r for r in scan.refused if r.name == name and name not in RESERVED_NAMES)
-    return Entry(refused, None, None) if refused else None
+    return Entry(refused) if refused else None
 
 
 def autoload() -> bool:

@@ -83,7 +83,8 @@ Loaded = dict[tuple[int, int | None], Any]
 
 
 class Entry(NamedTuple):
-    """What discovery knows about one backend name: its rows, and the spec when it is sound.
+    """What discovery knows about one backend name: its rows and, when it is sound, its spec
+    and plugin (a broken, blocked or claimed name has its rows alone).
 
     ``loaded`` is selection's, for a sound spec: the objects loaded from it, per process id and
     device. They are dropped with the entry, when discovery forgets it (a rescan, a registration
@@ -91,8 +92,8 @@ class Entry(NamedTuple):
     """
 
     rows: tuple[BackendInfo, ...]
-    spec: BackendSpec | None
-    plugin: Plugin | None
+    spec: BackendSpec | None = None
+    plugin: Plugin | None = None
     loaded: Loaded | None = None
 
 
@@ -151,7 +152,7 @@ def resolve(plugin: Plugin, advance: Advance) -> Entry:
         logger().debug(
             "backend %r (%s) is broken: %s", plugin.name, plugin.label, exc, exc_info=exc.__cause__
         )
-        return Entry((row(plugin, "broken", str(exc), spec=spec),), None, plugin)
+        return Entry((row(plugin, "broken", str(exc), spec=spec),))
     kind = "ok" if reason is None else "unavailable"
     return Entry((row(plugin, kind, reason or "", spec=spec),), spec, plugin, {})
 
