@@ -623,7 +623,7 @@ def test_an_interrupt_after_a_deferred_destroy_counted_its_handle_gone_leaves_it
 _DESTROY_STEPS = {"event": "event_destroy", "stream": "stream_destroy"}
 
 
-@pytest.mark.parametrize("step", ["_release_counted_gone", "_release_raw"])
+@pytest.mark.parametrize("step", ["_release_counted_gone", "_context_lost"])
 @pytest.mark.parametrize("kind", sorted(_DESTROY_STEPS))
 def test_an_interrupt_in_a_destroy_before_the_driver_call_leaves_the_handle_to_the_finalizer(
     api: GatedBackend, kind: str, step: str

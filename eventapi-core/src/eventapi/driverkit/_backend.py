@@ -536,16 +536,37 @@ class DriverBackend(ABC, Generic[RE, RS]):
         # destroys it again) and it is counted gone, in one step. Counted gone whether or not
         # the driver then agrees: a handle it refused to destroy is unusable either way, and a
         # second destroy would be undefined behaviour. The wrapper keeps its driver handle until
-        # the driver's destroy takes it (_release_raw), so an interrupt between this section and
-        # that destroy leaves it to the wrapper's finalizer (_collect); the counts stay exact.
+        # the driver's destroy takes it (_release_counted_gone), so an interrupt between this
+        # section and that destroy leaves it to the wrapper's finalizer (_collect); the counts
+        # stay exact.
         handle._users = OWED
         self._live[type(handle)] -= 1
 
     def _release_counted_gone(self, handle: _Handle) -> None:
-        # The driver's part of a destroy whose _count_gone ran. Released once it returns, the
-        # wrapper holding no driver handle (also when the driver refused the destroy).
+        # The driver's part of a destroy whose _count_gone ran: the handle's driver handle
+        # leaves the wrapper right before the driver's destroy (released then, also when the
+        # driver refuses the destroy). An interrupt before the two leaves it to the wrapper's
+        # finalizer (_collect); one between them loses it, the window a compiled backend's own
+        # handle type closes (eventapi_cuda).
         try:
-            self._release_raw(handle, type(handle) is Event)
+            raw = handle._raw
+            if raw is None or self._forked or self._gone:
+                # Never created, or taken already; or created by the parent process, whose
+                # driver state this child must not touch (the parent still owns the handle and
+                # destroys it there); or left by an interrupt until after _last_handle_gone
+                # released what the handles needed (their context, say), which freed it.
+                return
+            lost = self._context_lost()
+            if lost is not None:
+                self._log_lost_once(lost)
+                return
+            is_event = type(handle) is Event
+            self._ensure_thread("event_destroy" if is_event else "stream_destroy")
+            handle._raw = None
+            if is_event:
+                self._raw_event_destroy(raw)
+            else:
+                self._raw_stream_destroy(raw)
         finally:
             self._after_uncount()
 
@@ -559,29 +580,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
                 self._gone = self._gone or last
             if last:
                 self._last_handle_gone()
-
-    def _release_raw(self, handle: _Handle, is_event: bool) -> None:
-        # The driver's part of a destroy, for a handle already counted gone: its driver handle
-        # leaves the wrapper right before the driver's destroy. An interrupt before the two
-        # leaves it to the wrapper's finalizer (_collect); one between them loses it, the
-        # window a compiled backend's own handle type closes (eventapi_cuda).
-        raw = handle._raw
-        if raw is None or self._forked or self._gone:
-            # Never created, or taken already; or created by the parent process, whose driver
-            # state this child must not touch (the parent still owns the handle and destroys it
-            # there); or left by an interrupt until after _last_handle_gone released what the
-            # handles needed (their context, say), which freed it.
-            return
-        lost = self._context_lost()
-        if lost is not None:
-            self._log_lost_once(lost)
-            return
-        self._ensure_thread("event_destroy" if is_event else "stream_destroy")
-        handle._raw = None
-        if is_event:
-            self._raw_event_destroy(raw)
-        else:
-            self._raw_stream_destroy(raw)
 
     def _log_lost_once(self, lost: DriverError) -> None:
         with self._lock:
