@@ -272,7 +272,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         with self._holding("event_record_new", stream):
             if self._raw_stream_is_capturing(stream._raw):
                 return None
-            event = self.event_create()
+            event = self._create(Event(self), self._raw_event_create, "event_record_new")
             try:
                 self._raw_event_record(event._raw, stream._raw)
             except BaseException:
@@ -400,8 +400,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
     # -- bookkeeping --------------------------------------------------------------------------
 
     def _ensure_thread(self, call: str) -> None:
-        tls = self._tls
-        if not getattr(tls, "bound", False):
+        if not getattr(self._tls, "bound", False):
             # Also the one place a forked object is refused: the fork handler gives it a fresh
             # thread-local, so every call comes here once more and the hot path pays nothing.
             if self._forked:
@@ -412,7 +411,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
                     "worker processes with multiprocessing's 'spawn' or 'forkserver' method"
                 )
             self._bind_thread()
-            tls.bound = True
+            self._tls.bound = True
 
     def _create(self, handle: H, create: Callable[[], object], call: str) -> H:
         # The wrapper exists, open and counted, before the driver call, and takes the raw handle
