@@ -398,7 +398,6 @@ def foreign_stream_handle(
             and value[0] == 0
             and -(1 << 63) <= value[1] < 1 << 64
         ):
-            handle: int = value[1] & _UINT64
-            return handle
+            return cast("int", value[1] & _UINT64)
         return None
     return None

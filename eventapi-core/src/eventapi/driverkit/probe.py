@@ -117,10 +117,9 @@ def installed_version(distribution: str) -> str | None:
             "installed_version: distribution", "a distribution's name as a str", distribution
         )
     try:
-        dist = importlib.metadata.distribution(distribution)
+        return name_and_version(importlib.metadata.distribution(distribution))[1]
     except (importlib.metadata.PackageNotFoundError, ValueError):
         return None
-    return name_and_version(dist)[1]
 
 
 def wrong_type(what: str, expected: str, value: object) -> TypeError:
