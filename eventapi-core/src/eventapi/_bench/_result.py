@@ -161,8 +161,8 @@ class BenchResult:
                     f"{that}, so the ratio would measure that difference, not the calls; run "
                     f"both with the same {what}"
                 )
-        mine = _widened(sorted(self.readings_ns), self.resolution_ns, _EACH_SIDE)
-        theirs = _widened(sorted(other.readings_ns), other.resolution_ns, _EACH_SIDE)
+        mine = median_interval(sorted(self.readings_ns), _EACH_SIDE, self.resolution_ns)
+        theirs = median_interval(sorted(other.readings_ns), _EACH_SIDE, other.resolution_ns)
         ratio = self.median_ns / other.median_ns if other.median_ns > 0 else math.inf
         if mine is None or theirs is None:
             return Comparison(ratio=ratio, low=None, high=None)
@@ -229,18 +229,6 @@ class BenchResult:
         return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}
 
 
-def _widened(
-    ordered: list[int] | tuple[int, ...], resolution_ns: int, confidence: float = CONFIDENCE
-) -> tuple[int, int] | None:
-    """The median's interval at ``confidence``, widened by ``resolution_ns`` on each side.
-
-    Its low end may lie below zero: the noise is measured around the median before the interval
-    is clamped at zero.
-    """
-    bounds = median_interval(ordered, confidence)
-    return None if bounds is None else (bounds[0] - resolution_ns, bounds[1] + resolution_ns)
-
-
 def duration_text(ns: int) -> str:
     """A duration for a person: three significant figures in ns, us, ms or s."""
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
@@ -255,7 +243,9 @@ def summarize(
     """Sorted readings, the median, its noise and its interval (``None`` below 6 readings)."""
     ordered = tuple(sorted(readings))
     median = nearest_rank(ordered, 0.5)
-    widened = _widened(ordered, resolution_ns)
+    # Widened by the resolution, the low end below zero if so: the noise is measured around the
+    # median before the interval is clamped at zero.
+    widened = median_interval(ordered, widen=resolution_ns)
     if widened is None:
         return ordered, median, None, None
     low, high = widened

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from fractions import Fraction
 from functools import lru_cache
 from typing import Final
 
@@ -27,10 +26,6 @@ MIN_N: Final = 6
 """The fewest readings with a distribution-free 95 % interval of the median: with ``n``
 readings the widest one, from the smallest to the largest, covers with probability
 ``1 - 2**(1 - n)``, which first reaches 95 % at n = 6 (96.9 %; n = 5 gives 93.8 %)."""
-
-_EXACT_UP_TO: Final = 1000
-"""Up to this n the binomial tail is summed in exact integers; above it in floats (through
-``lgamma``), whose relative error (about 1e-12) cannot move a rank."""
 
 _Z_TRENDS: Final = 1.959964
 """The normal quantile of a two-sided 5 % test."""
@@ -49,37 +44,33 @@ def median_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | No
 
 
 def _last_tail_rank(n: int, alpha: float) -> int:
-    """The largest ``k`` with ``P(B <= k) <= alpha``, or -1 if even ``P(B = 0)`` exceeds it."""
-    if n <= _EXACT_UP_TO:
-        # Exact: compare sum C(n, j) with alpha * 2**n in integers (alpha as a fraction).
-        share = Fraction(alpha).limit_denominator(10**9)
-        limit = share.numerator << n
-        total = 0
-        for j in range(n + 1):
-            total += math.comb(n, j)
-            if total * share.denominator > limit:
-                return j - 1
-        return n  # unreachable for alpha < 1/2
+    """The largest ``k`` with ``P(B <= k) <= alpha``, or -1 if even ``P(B = 0)`` exceeds it.
+
+    The binomial terms are summed in floats, through ``lgamma``: their relative error (about
+    1e-12) cannot move a rank. (Summed in exact integers instead, every rank for n up to 1,000
+    is the same, at 78 confidences from 50 % to 99.9 %.)
+    """
     # Terms below n/2 - 8 sqrt(n)/2 add less than 1e-28: start there, in log space.
     start = max(0, math.floor(n / 2 - 4 * math.sqrt(n)))
     log_half = n * math.log(2.0)
     lg_n = math.lgamma(n + 1)
-    total_f = 0.0
+    total = 0.0
     for j in range(start, n + 1):
-        total_f += math.exp(lg_n - math.lgamma(j + 1) - math.lgamma(n - j + 1) - log_half)
-        if total_f > alpha:
+        total += math.exp(lg_n - math.lgamma(j + 1) - math.lgamma(n - j + 1) - log_half)
+        if total > alpha:
             return j - 1
-    return n
+    return n  # unreachable for alpha < 1/2
 
 
 def median_interval(
-    ordered: tuple[int, ...] | list[int], confidence: float = CONFIDENCE
+    ordered: tuple[int, ...] | list[int], confidence: float = CONFIDENCE, widen: int = 0
 ) -> tuple[int, int] | None:
-    """The readings that bound the median's interval at ``confidence``, or ``None`` (n < 6)."""
+    """The readings that bound the median's interval at ``confidence``, each moved ``widen``
+    further out (the low end may then lie below zero), or ``None`` (n < 6)."""
     ranks = median_ranks(len(ordered), confidence)
     if ranks is None:
         return None
-    return ordered[ranks[0] - 1], ordered[ranks[1] - 1]
+    return ordered[ranks[0] - 1] - widen, ordered[ranks[1] - 1] + widen
 
 
 def trend(readings: list[int]) -> bool:
