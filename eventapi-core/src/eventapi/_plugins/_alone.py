@@ -63,16 +63,16 @@ def run(plugin: Plugin, load: str, timeout: float) -> tuple[str, str, int]:
     """
     # The parent of eventapi's own folder first: the child must import this eventapi.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    args: dict[str, object] = {
-        # The import system skips entries that are not str; so does json.
-        "path": [root, *(entry for entry in sys.path if isinstance(entry, str))],
-        "plugin": plugin[:4],  # name, distribution, version, target
-        "load": load,
-    }
     status: int | None = None  # killed when the time ran out
     try:
         with tempfile.TemporaryFile() as report:
-            args["report"] = report.fileno()
+            args = {
+                # The import system skips entries that are not str; so does json.
+                "path": [root, *(entry for entry in sys.path if isinstance(entry, str))],
+                "plugin": plugin[:4],  # name, distribution, version, target
+                "load": load,
+                "report": report.fileno(),
+            }
             with subprocess.Popen(
                 [sys.executable, "-S", "-c", _CODE, json.dumps(args)],
                 stdin=subprocess.PIPE,  # closed on leaving the block: the child's cue to end

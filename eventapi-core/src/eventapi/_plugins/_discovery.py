@@ -373,8 +373,7 @@ def backends() -> list[BackendInfo]:
     cells = [_started_cell(scan, name) for name in names]
     deadline = called + scan.budget
     rows = [r for cell in cells if cell is not None for r in cell.wait(deadline).rows]
-    rows += scan.refused
-    return sorted(rows, key=lambda r: (-r.priority, r.name, r.distribution))
+    return sorted(rows + scan.refused, key=lambda r: (-r.priority, r.name, r.distribution))
 
 
 def entry(name: str) -> Entry | None:
