@@ -240,23 +240,17 @@ def code_plugin(spec: BackendSpec) -> Plugin:
 
 def _check_specs(plugin: Plugin, specs: list[object]) -> BackendSpec:
     name = plugin.name
-    if not specs:
+    if len(specs) != 1:
         raise _BrokenPluginError(
-            f"eventapi_backends yielded nothing; it must yield BackendSpec(name={name!r}, ...)"
+            f"eventapi_backends yielded {len(specs)} values; an entry point declares exactly one "
+            f"backend: it must yield one BackendSpec(name={name!r}, ...)"
         )
-    for item in specs:
-        if not isinstance(item, BackendSpec):
-            raise _BrokenPluginError(
-                f"eventapi_backends yielded {item!r} ({type(item).__name__}), "
-                "not an eventapi.BackendSpec"
-            )
-    if len(specs) > 1:
+    (spec,) = specs
+    if not isinstance(spec, BackendSpec):
         raise _BrokenPluginError(
-            f"eventapi_backends yielded {len(specs)} BackendSpecs; an entry point declares "
-            "exactly one backend"
+            f"eventapi_backends yielded {spec!r} ({type(spec).__name__}), "
+            "not an eventapi.BackendSpec"
         )
-    spec = specs[0]
-    assert isinstance(spec, BackendSpec)
     if spec.name != name:
         raise _BrokenPluginError(
             f"entry point {name!r} yielded a BackendSpec named {spec.name!r}; the entry point "
