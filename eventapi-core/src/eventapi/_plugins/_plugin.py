@@ -199,13 +199,9 @@ def _probe(spec: BackendSpec) -> str | None:
         reason: object = spec.probe()
     except BaseException as exc:  # the plugin's failure (module docstring)
         raise _BrokenPluginError(f"probe raised {describe(exc)}") from exc
-    if reason is None:
-        return None
-    if not isinstance(reason, str) or not reason.strip():
-        raise _BrokenPluginError(
-            f"probe returned {reason!r}; it must return None or a one-line reason"
-        )
-    return reason
+    if reason is None or (isinstance(reason, str) and reason.strip()):
+        return reason
+    raise _BrokenPluginError(f"probe returned {reason!r}; it must return None or a one-line reason")
 
 
 def code_plugin(spec: BackendSpec) -> Plugin:
