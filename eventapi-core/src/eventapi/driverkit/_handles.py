@@ -84,15 +84,15 @@ class _Handle(SingleOwner):
         # (DriverBackend._is_finalizing), and stays silent then; it reads no module global
         # first: at shutdown the module's globals may be gone already. It reads the slots under
         # ``except AttributeError``: an object whose __init__ was interrupted (or never ran) has
-        # only some of them set, and a finalizer must not raise for it.
+        # only some of them set, and a finalizer must not raise for it (one that has _closed
+        # has its owner too, and nothing to release yet).
         try:
             if (self._closed and self._raw is None) or not self._owned:
                 return
-            owner = self._owner
         except AttributeError:
             return
-        if not type(owner)._is_finalizing():
-            owner._collect(self)
+        if not type(self._owner)._is_finalizing():
+            self._owner._collect(self)
 
 
 @final
