@@ -8,7 +8,6 @@ contract a subclass follows; its handles are in :mod:`eventapi.driverkit._handle
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import threading
@@ -20,14 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, Self, TypeVa
 
 from .._arguments import bounded_repr
 from .._errors import CaptureError, DriverError, EventStateError
+from .._logger import logger
 from ._handles import OWED, RE, RS, Event, LiveHandles, Stream, _Handle
 
 if TYPE_CHECKING:
     from .. import _protocol
 
 __all__ = ["CaptureCheckMixin", "DriverBackend", "EventQueryMixin", "HostFuncMixin"]
-
-_log = logging.getLogger("eventapi")
 
 H = TypeVar("H", bound=_Handle)
 
@@ -584,7 +582,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         with self._lock:
             logged, self._lost_logged = self._lost_logged, True
         if not logged:
-            _log.error(
+            logger().error(
                 "%s: %r: the device context is lost (%s); its remaining handles are not "
                 "released one by one, the driver frees them when the process exits; restart "
                 "the process to use the device again",
@@ -612,7 +610,7 @@ class DriverBackend(ABC, Generic[RE, RS]):
         try:
             self._release_counted_gone(handle)
         except Exception:
-            _log.warning(
+            logger().warning(
                 "%s: destroying %r (%s) did not succeed", self.BACKEND, handle, why, exc_info=True
             )
 

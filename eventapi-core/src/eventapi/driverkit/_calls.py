@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import logging
 import math
 import operator
 import os
@@ -34,6 +33,7 @@ from typing import Any, SupportsIndex, SupportsInt, cast, final
 from .._arguments import bounded_repr, check_real
 from .._errors import DriverError, EventStateError
 from .._gil import release_gil
+from .._logger import logger
 from .probe import wrong_type
 
 __all__ = [
@@ -43,8 +43,6 @@ __all__ = [
     "ms_to_ns",
     "pending_host_funcs",
 ]
-
-_log = logging.getLogger("eventapi")
 
 SPIN_NS = 100_000
 """How long :meth:`DriverCalls.wait` queries before it blocks: a few dozen queries.
@@ -226,7 +224,7 @@ class DriverCalls:
         try:
             name, text = self._describe(status)
         except Exception:  # the lookup is a courtesy; the code itself is the fact
-            _log.debug("%s: no description for status %d", self._backend, code, exc_info=True)
+            logger().debug("%s: no description for status %d", self._backend, code, exc_info=True)
             name = text = None
         self._names[code] = entry = (
             name or str(getattr(status, "name", f"error {code}")),
@@ -276,13 +274,13 @@ def _run_host_func(user_data: int | None) -> None:
     with _pending_lock:
         entry = _pending.pop(user_data or 0, None)
     if entry is None:
-        _log.error("host function trampoline called with unknown user data %r", user_data)
+        logger().error("host function trampoline called with unknown user data %r", user_data)
         return
     backend, fn = entry
     try:
         fn()
     except BaseException:  # a driver thread has nowhere to raise to
-        _log.exception("%s: host function %r raised; the stream carries on", backend, fn)
+        logger().exception("%s: host function %r raised; the stream carries on", backend, fn)
 
 
 @functools.cache
