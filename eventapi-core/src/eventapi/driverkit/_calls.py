@@ -133,11 +133,9 @@ class DriverCalls:
     def ready(self, fn: Callable[..., Any], *args: object) -> bool:
         """Call a query: True on success, False on the not-ready status, else raise."""
         status = self._run(fn, *args)[0]
-        if not status:
-            return True
-        if status == self._not_ready:
-            return False
-        raise self.error(_call_name(fn), status)
+        if status and status != self._not_ready:
+            raise self.error(_call_name(fn), status)
+        return not status
 
     def _run(self, fn: Callable[..., Any], *args: object) -> Any:
         # What the binding returns for fn(*args): the status first. Not called once the
@@ -272,11 +270,10 @@ _keys = itertools.count(1)  # 0 would be a NULL user-data pointer
 def _run_host_func(user_data: int | None) -> None:
     # Runs on a driver thread; ctypes holds the GIL for us. Nothing may escape into C.
     with _pending_lock:
-        entry = _pending.pop(user_data or 0, None)
-    if entry is None:
+        backend, fn = _pending.pop(user_data or 0, (None, None))
+    if fn is None:
         logger().error("host function trampoline called with unknown user data %r", user_data)
         return
-    backend, fn = entry
     try:
         fn()
     except BaseException:  # a driver thread has nowhere to raise to
