@@ -329,9 +329,8 @@ def _check(dir_fd: int, plugin: Plugin, ended: _Record, timeout: float) -> _Reco
     if verdict == "crashed":
         when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
         detail = (
-            f"the process running {running} ended there (pid {ended.detail}, found {when}); "
-            f"run alone in a separate process it ended that one too, by {how}, so it "
-            "is not run again"
+            f"the process running {running} ended there (pid {ended.detail}, found {when}); run "
+            f"alone in a separate process it ended that one too, by {how}, so it is not run again"
         )
         record = ended._replace(priority=priority, detail=detail, deaths=0, checked=True)
         _put(dir_fd, f"{name}{_QUARANTINED}", _RECORD, *record)

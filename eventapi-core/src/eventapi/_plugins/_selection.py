@@ -171,8 +171,7 @@ def choose(name: str | None = None) -> tuple[str, int | None, str]:
         names = ", ".join(f"{row.name} ({row.distribution} {row.version})" for row in top)
         raise BackendError(
             f"several usable backends share the top priority {top[0].priority}: {names}; "
-            f"choose one with eventapi.backend({top[0].name!r}) or "
-            f"{ENV_BACKEND}={top[0].name}"
+            f"choose one with eventapi.backend({top[0].name!r}) or {ENV_BACKEND}={top[0].name}"
         )
     return top[0].name, None, "priority"
 
