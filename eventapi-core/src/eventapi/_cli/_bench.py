@@ -11,10 +11,10 @@ result's warnings (a throttled device among them) go to stderr, one line each, i
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import os
+import pkgutil
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -42,9 +42,7 @@ def add_bench_parser(commands: Any) -> None:
         "--noise-target", type=_finite, default=0.01, help="stop at this relative noise"
     )
     bench.add_argument("--min-n", type=int, default=10, help="readings before stopping early")
-    bench.add_argument(
-        "--calls-per-window", type=int, default=None, help="calls per window (default: auto)"
-    )
+    bench.add_argument("--calls-per-window", type=int, help="calls per window (default: auto)")
     bench.add_argument(
         "--hold-stream",
         action="store_true",
@@ -53,7 +51,6 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument(
         "--cold-cache",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="write over the device's L2 cache before each call (default: where the backend can)",
     )
     bench.add_argument(
@@ -80,15 +77,11 @@ def _load(target: str) -> Callable[[Any], object]:
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does
     try:
-        module = importlib.import_module(module_name)
+        value = pkgutil.resolve_name(target)  # imports the module, then reads each attribute
     except ImportError as exc:
         raise ValueError(f"cannot import {module_name!r}: {exc}") from exc
-    value: Any = module
-    for part in attribute.split("."):
-        try:
-            value = getattr(value, part)
-        except AttributeError:
-            raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
+    except AttributeError:
+        raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
     if not callable(value):
         raise ValueError(f"{target} is not callable")
     return value  # type: ignore[no-any-return]

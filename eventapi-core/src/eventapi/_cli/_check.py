@@ -34,7 +34,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
@@ -197,22 +197,21 @@ def _check_dependency(api: EventApi[Any, Any]) -> _Outcome:
         return SKIP, "needs SupportsHostFunc to hold a stream", {}
     gate = threading.Event()
     order: list[str] = []
-    fences: list[EventFence[Any, Any]] = []
 
     def held_a() -> None:
         gate.wait(WAIT_S)  # bounded, so a failed check never strands the stream's thread
         order.append("A")
 
-    with _own_stream(api) as first, _own_stream(api) as second:
+    with _own_stream(api) as first, _own_stream(api) as second, ExitStack() as fences:
         try:
             api.stream_launch_host_func(first, held_a)
-            fences.append(EventFence.record(api, first))
-            fences[0].wait_on(second)
+            fence_a = fences.enter_context(EventFence.record(api, first))
+            fence_a.wait_on(second)
             api.stream_launch_host_func(second, lambda: order.append("B"))
-            fences.append(EventFence.record(api, second))
-            early = fences[1].reached() if isinstance(api, SupportsEventQuery) else None
+            fence_b = fences.enter_context(EventFence.record(api, second))
+            early = fence_b.reached() if isinstance(api, SupportsEventQuery) else None
             gate.set()
-            fences[1].wait()
+            fence_b.wait()
             if early:
                 raise _CheckError("stream B's fence was reached while stream A was still held")
             if order != ["A", "B"]:
@@ -220,9 +219,7 @@ def _check_dependency(api: EventApi[Any, Any]) -> _Outcome:
             seen = "not reached while A was held, " if early is False else ""
             return PASS, f"B waited on A's fence on the device: {seen}B ran after A", {}
         finally:
-            gate.set()
-            for fence in fences:
-                fence.close()
+            gate.set()  # before the fences close and the streams drain
 
 
 def _check_window(
@@ -270,15 +267,13 @@ def _check_anchor(api: EventApi[Any, Any]) -> _Outcome:
         before = time.perf_counter_ns()
         with prof.window("placed"):
             pass
-        spans = prof.collect()
+        (span,) = prof.collect()
         after = time.perf_counter_ns()
-        anchor = prof.anchor
-    u = anchor.uncertainty_ns
+        u = prof.anchor.uncertainty_ns
     values = {"uncertainty_us": u / 1e3}
     detail = f"uncertainty {u / 1e3:.1f} us"
     if u > ANCHOR_LIMIT_NS:
         raise _CheckError(f"{detail}, more than {ANCHOR_LIMIT_NS / 1e3:g} us")
-    span = spans[0]
     slack = u + RESOLUTION_NS
     if not (before - slack <= span.start_ns <= span.end_ns <= after + slack):
         raise _CheckError(
