@@ -264,9 +264,8 @@ def _not_found(name: str, subject: str, source: str) -> str:
     installed = ", ".join(f"{row.name} ({row.status.split(':')[0]})" for row in rows) or "none"
     suggestion = _did_you_mean(name, rows, source)
     message = f"{subject} is not installed{suggestion}; installed backends: {installed}"
-    hint = KNOWN_HINTS.get(name)
-    if hint:
-        message += f". Install it with: {hint}"
+    if name in KNOWN_HINTS:
+        message += f". Install it with: {KNOWN_HINTS[name]}"
     else:
         message += (
             f". A backend is a distribution declaring an entry point {name!r} in the group "
@@ -289,10 +288,8 @@ def _did_you_mean(name: str, rows: Sequence[BackendInfo], source: str) -> str:
     if names.get(name.lower()) == name:
         del names[name.lower()]  # a published backend that is not installed: not a typo
     close = [names[n] for n in difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.6)]
-    if not close:
-        return ""
     spell = (lambda n: f"{ENV_BACKEND}={n}") if source == ENV_BACKEND else repr
-    return "; did you mean " + " or ".join(spell(n) for n in close) + "?"
+    return f"; did you mean {' or '.join(map(spell, close))}?" if close else ""
 
 
 def _load(spec: BackendSpec, plugin: Plugin, device: int | None, what: str) -> Any:
