@@ -124,9 +124,8 @@ def _where(dump: str) -> str:
     """What faulthandler says crashed, and the innermost frame of the crashed thread outside the
     standard library: the plugin's own line, usually."""
     what = dump.split("\n", 1)[0].strip()
-    _, found, rest = dump.partition(_CURRENT)
-    if not found:
-        return what  # a thread with no Python frames: a driver's own, say
+    # A crashed thread with no Python frames (a driver's own, say) has no stack here: no frame.
+    _, _, rest = dump.partition(_CURRENT)
     stdlib = os.path.dirname(os.__file__)
     for line in rest.split("\n")[1:]:
         frame = line.strip()
