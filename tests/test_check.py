@@ -1,4 +1,4 @@
-"""``eventapi check`` as a function: the checks, the table, ``--json``, ``--trace``, exit status."""
+"""``eventapi check``: the checks, the table, ``--json``, ``--trace``, exit status."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from protocol_only import ProtocolOnly
 
 from eventapi._cli._check import DELAY_OVER_NS, BackendReport, check_backend
-from eventapi._cli._main import run_check
+from eventapi._cli._main import main
 from eventapi._cli._report import report
 from eventapi.host import HostBackend
 
@@ -47,10 +47,9 @@ def test_every_check_passes_on_host() -> None:
     assert by_check["overhead_window"].values["us_per_call"] > 0
 
 
-def test_run_check_prints_an_aligned_table_and_exits_zero() -> None:
-    out = io.StringIO()
-    assert run_check(["host"], out=out) == 0
-    lines = out.getvalue().splitlines()
+def test_check_prints_an_aligned_table_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "host"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["BACKEND", "CHECK", "RESULT", "DETAIL"]
     assert len(lines) == 1 + len(CHECKS)
     result_column = lines[0].index("RESULT")
@@ -60,10 +59,9 @@ def test_run_check_prints_an_aligned_table_and_exits_zero() -> None:
         assert line[result_column : result_column + 4] == "PASS"
 
 
-def test_json_is_a_list_of_objects() -> None:
-    out = io.StringIO()
-    assert run_check(["host"], as_json=True, out=out) == 0
-    rows = json.loads(out.getvalue())
+def test_json_is_a_list_of_objects(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "host", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
     assert isinstance(rows, list)
     assert [row["check"] for row in rows] == CHECKS
     for row in rows:
@@ -87,10 +85,9 @@ def test_a_failing_backend_exits_one_and_says_which_check() -> None:
     assert "INJECTED_FAULT" in failed
 
 
-def test_a_backend_that_cannot_load_is_a_failed_row() -> None:
-    out = io.StringIO()
-    assert run_check(["no-such-backend"], as_json=True, out=out) == 1
-    (row,) = json.loads(out.getvalue())
+def test_a_backend_that_cannot_load_is_a_failed_row(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "no-such-backend", "--json"]) == 1
+    (row,) = json.loads(capsys.readouterr().out)
     assert (row["backend"], row["check"], row["result"]) == ("no-such-backend", "load", "FAIL")
     assert "no-such-backend" in row["detail"]
 
@@ -103,7 +100,7 @@ def test_nothing_checked_is_a_failure() -> None:
 
 def test_the_trace_is_chrome_trace_event_json(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
-    assert run_check(["host"], trace=str(trace), out=io.StringIO()) == 0
+    assert main(["check", "host", "--trace", str(trace)]) == 0
     document = json.loads(trace.read_text())
     events = document["traceEvents"]
     spans = [e for e in events if e["ph"] == "X"]

@@ -21,11 +21,12 @@ from typing import Any, TextIO
 
 from .._errors import EventApiError
 
-__all__ = ["add_bench_parser", "run_bench"]
+__all__ = ["add_bench_parser"]
 
 
 def add_bench_parser(commands: Any) -> None:
-    """Add the ``bench`` command to the ``eventapi`` parser's subcommands."""
+    """Add the ``bench`` command, which :func:`run_bench` runs, to the ``eventapi`` parser's
+    subcommands."""
     bench = commands.add_parser(
         "bench",
         help="time a function on a stream: median, 95 %% interval, launch gaps",
@@ -56,6 +57,7 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument(
         "--graph", action="store_true", help="capture the calls into a graph and time its launches"
     )
+    bench.set_defaults(run=run_bench)
 
 
 def _finite(text: str) -> float:
@@ -87,7 +89,7 @@ def _load(target: str) -> Callable[[Any], object]:
     return value  # type: ignore[no-any-return]
 
 
-def run_bench(args: argparse.Namespace, *, out: TextIO) -> int:
+def run_bench(args: argparse.Namespace, out: TextIO) -> int:
     """Run the command; 0 on success, 1 when the function raised (its error on stderr).
 
     Raises :class:`ValueError` for a bad target or option (the caller's usage error) and

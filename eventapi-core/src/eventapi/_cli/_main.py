@@ -33,7 +33,7 @@ from .._errors import EventApiError
 from .._plugins._discovery import KNOWN_HINTS, backends
 from .._plugins._selection import ENV_BACKEND, passed_over, preview
 from .._plugins._spec import BackendInfo
-from ._bench import add_bench_parser, run_bench
+from ._bench import add_bench_parser
 from ._report import report, table
 
 __all__ = ["main"]
@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         help="lift the quarantine of backend NAME (one whose plugin crashed the process while "
         "it was probed), so that it runs again in this listing; may be repeated",
     )
+    listing.set_defaults(run=_backends)
 
     check = commands.add_parser(
         "check",
@@ -86,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("--trace", metavar="FILE", help="also write a trace of the run to FILE")
+    check.set_defaults(run=run_check)
 
     trace = commands.add_parser(
         "trace",
@@ -219,16 +221,10 @@ def _backends(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if would_work else 1
 
 
-def run_check(
-    names: Sequence[str] | None,
-    *,
-    as_json: bool = False,
-    trace: str | None = None,
-    out: TextIO = sys.stdout,
-) -> int:
+def run_check(args: argparse.Namespace, out: TextIO) -> int:
     """``eventapi check [NAME ...] [--json] [--trace FILE]``; returns the exit status.
 
-    ``names`` None or empty checks the backend ``EVENTAPI_BACKEND`` names when it is set, as
+    No NAME checks the backend ``EVENTAPI_BACKEND`` names when it is set, as
     ``eventapi.backend()`` selects it, else every usable backend discovery lists. A backend
     named (either way) that cannot be selected is a failed ``load`` row carrying the error
     ``eventapi.backend()`` raises, named as ``eventapi`` exports it: an explicit choice never
@@ -244,7 +240,7 @@ def run_check(
     variable = os.environ.get(ENV_BACKEND, "").strip()
     # No names: None when the variable is set (eventapi.backend() reads it, and raises what it
     # raises), else every usable backend.
-    chosen: Sequence[str | None] = names or (
+    chosen: Sequence[str | None] = args.names or (
         [None] if variable else [info.name for info in backends() if info.usable]
     )
     for name in chosen:
@@ -258,7 +254,7 @@ def run_check(
             reports.append(BackendReport(label, (failed,)))
             continue
         reports.append(check_backend(api, name=label))
-    return report(reports, as_json=as_json, trace=trace, out=out)
+    return report(reports, as_json=args.json, trace=args.trace, out=out)
 
 
 def _trace(args: argparse.Namespace) -> int:
@@ -297,12 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "trace":
             return _trace(args)
         with _stdout_kept_for_us() as out:  # the other commands run plugin or user code
-            if args.command == "backends":
-                status = _backends(args, out)
-            elif args.command == "check":
-                status = run_check(args.names, as_json=args.json, trace=args.trace, out=out)
-            else:
-                status = run_bench(args, out=out)
+            status: int = args.run(args, out)
     except (EventApiError, ValueError) as exc:
         # A ValueError is a usage error: a malformed NAME[:DEVICE] (or EVENTAPI_BACKEND), a
         # bench target that cannot be imported.
