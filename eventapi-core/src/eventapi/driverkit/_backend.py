@@ -39,7 +39,7 @@ def _after_fork_in_child() -> None:
     # locks (another parent thread may have held one at the fork, and that thread does not
     # exist here) and is marked forked, so every call and handle of it is refused from now on.
     for backend in list(_backends):
-        backend._forked_in_child()
+        backend._fresh_state(forked=True)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -69,18 +69,23 @@ class DriverBackend(ABC, Generic[RE, RS]):
     _is_finalizing: ClassVar[Callable[[], bool]] = sys.is_finalizing
 
     def __init__(self) -> None:
-        # Re-entrant: a garbage collection can start on any allocation, including one made
-        # while this lock is held, and the finalizer it runs may destroy another handle of the
-        # same backend object on the same thread. Each section is a self-contained update of a
-        # flag or a counter, so re-entry cannot observe one half-done.
-        self._lock = threading.RLock()
-        self._tls = threading.local()
+        self._fresh_state(forked=False)
         self._live: dict[type[_Handle], int] = {Event: 0, Stream: 0}
-        self._forked = False
         self._lost_logged = False
         self._finalized = False  # __del__ ran
         self._gone = False  # _last_handle_gone ran
         _backends.add(self)
+
+    def _fresh_state(self, *, forked: bool) -> None:
+        # The lock and the threads' state, new: as the object is created, and again in a child
+        # forked after it was (see _after_fork_in_child), there marked forked. The lock is
+        # re-entrant: a garbage collection can start on any allocation, including one made
+        # while it is held, and the finalizer it runs may destroy another handle of the same
+        # backend object on the same thread. Each section is a self-contained update of a flag
+        # or a counter, so re-entry cannot observe one half-done.
+        self._lock = threading.RLock()
+        self._tls = threading.local()
+        self._forked = forked
 
     # -- hooks a backend may override ---------------------------------------------------------
 
@@ -613,11 +618,6 @@ class DriverBackend(ABC, Generic[RE, RS]):
             logger().warning(
                 "%s: destroying %r (%s) did not succeed", self.BACKEND, handle, why, exc_info=True
             )
-
-    def _forked_in_child(self) -> None:
-        self._lock = threading.RLock()
-        self._tls = threading.local()
-        self._forked = True
 
 
 # -- the optional capabilities, one class each ------------------------------------------------
