@@ -53,8 +53,6 @@ KNOWN_HINTS: Final = {
 
 NAME_RE: Final = re.compile(NAME_PATTERN)
 
-REGISTERED_IN_CODE: Final = "(registered in code)"  # the distribution of a backend given in code
-
 
 # NamedTuples, not dataclasses: both are immutable values, and these cost a tenth as much to
 # define, which every process that lists backends pays (dataclasses exec generated code).
@@ -226,7 +224,7 @@ def code_plugin(spec: BackendSpec) -> Plugin:
             "letter, digit or '_')"
         )
     target = f"register_backend({name!r})"
-    plugin = Plugin(name, REGISTERED_IN_CODE, "", target, lambda: spec, installed=False)
+    plugin = Plugin(name, "(registered in code)", "", target, lambda: spec, installed=False)
     try:
         _check_specs(plugin, [spec])
     except _BrokenPluginError as exc:

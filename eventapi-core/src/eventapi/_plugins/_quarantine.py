@@ -78,7 +78,6 @@ _MAGIC: Final = "eventapi-probe 4"
 _RECORD: Final = "eventapi-record 4"
 _MAX_BYTES: Final = 1 << 20  # a journal or a record is one line
 _STALE_TEMP_S: Final = 60.0  # a temporary file lives microseconds; older ones were abandoned
-_VARIABLE: Final = "EVENTAPI_DISABLE_PLUGINS"
 
 
 def _directory() -> str:
@@ -351,7 +350,7 @@ def _check(dir_fd: int, plugin: Plugin, ended: _Record, timeout: float) -> _Reco
     else:
         logger().debug("process %s ended while %s ran: not a crash of it", ended.detail, name)
         return None
-    fix = f"If it is what ends this program, block it with {_VARIABLE}={name}"
+    fix = f"If it is what ends this program, block it with EVENTAPI_DISABLE_PLUGINS={name}"
     logger().warning("backend %r: %s; running it again. %s", name, why, fix)
     return None
 

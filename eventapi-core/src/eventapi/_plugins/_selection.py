@@ -45,10 +45,6 @@ __all__ = ["ENV_BACKEND", "backend", "choose", "passed_over", "preview"]
 
 ENV_BACKEND: Final = "EVENTAPI_BACKEND"
 
-# What load() must return, checked by name so that a plugin returning the wrong object fails
-# at selection, with its name, not at the first call.
-_PROTOCOL_MEMBERS: Final = ("BACKEND", *PROTOCOL_METHODS)
-
 _NAME_RE: Final = re.compile(rf"(?P<name>{NAME_PATTERN})(?::(?P<device>[0-9]+))?")
 _FORM: Final = "NAME or NAME:DEVICE, for example 'cuda' or 'cuda:1'"
 
@@ -310,7 +306,9 @@ def _load(spec: BackendSpec, plugin: Plugin, device: int | None, what: str) -> A
             f"backend {what!r}: its load() called sys.exit({exc.code!r}); the plugin is "
             "broken, report it to its distribution"
         ) from exc
-    missing = [member for member in _PROTOCOL_MEMBERS if not hasattr(obj, member)]
+    # What load() must return, checked by name so that a plugin returning the wrong object fails
+    # at selection, with its name, not at the first call.
+    missing = [member for member in ("BACKEND", *PROTOCOL_METHODS) if not hasattr(obj, member)]
     if missing:
         raise BackendError(
             f"backend {what!r}: load() returned {obj!r}, which lacks {', '.join(missing)}; "
