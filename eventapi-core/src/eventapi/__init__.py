@@ -14,38 +14,44 @@ profiler or the handle layer; ``eventapi.EventFence`` imports the fence, not dis
 from __future__ import annotations
 
 # typing.TYPE_CHECKING without importing typing (a few milliseconds in a fresh process); mypy
-# and ruff read any name TYPE_CHECKING as true. Deleted below, so it is not public.
+# and ruff read any name TYPE_CHECKING as true. Deleted below, so it is not public. Each name is
+# imported as itself, which marks it re-exported: __all__ is read off _WHERE at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._bench import bench
-    from ._errors import (
-        BackendError,
-        BackendNotFoundError,
-        BackendUnavailableError,
-        CaptureError,
-        DriverError,
-        EventApiError,
-        EventStateError,
-        UnsupportedError,
-    )
-    from ._fence import EventFence
-    from ._plugins._discovery import backends, register_backend, unregister_backend
-    from ._plugins._selection import backend
-    from ._plugins._spec import PLUGIN_API, BackendInfo, BackendSpec, hookimpl, hookspec
-    from ._profiling._anchor import Anchor
-    from ._profiling._profiler import EventProfiler, Span, Stats, Window
-    from ._protocol import (
-        DeviceClocks,
-        EventApi,
-        SupportsCacheFlush,
-        SupportsCaptureCheck,
-        SupportsClocks,
-        SupportsEventQuery,
-        SupportsFastPath,
-        SupportsGraphRecord,
-        SupportsGraphs,
-        SupportsHostFunc,
-    )
+    from ._bench import bench as bench
+    from ._errors import BackendError as BackendError
+    from ._errors import BackendNotFoundError as BackendNotFoundError
+    from ._errors import BackendUnavailableError as BackendUnavailableError
+    from ._errors import CaptureError as CaptureError
+    from ._errors import DriverError as DriverError
+    from ._errors import EventApiError as EventApiError
+    from ._errors import EventStateError as EventStateError
+    from ._errors import UnsupportedError as UnsupportedError
+    from ._fence import EventFence as EventFence
+    from ._plugins._discovery import backends as backends
+    from ._plugins._discovery import register_backend as register_backend
+    from ._plugins._discovery import unregister_backend as unregister_backend
+    from ._plugins._selection import backend as backend
+    from ._plugins._spec import PLUGIN_API as PLUGIN_API
+    from ._plugins._spec import BackendInfo as BackendInfo
+    from ._plugins._spec import BackendSpec as BackendSpec
+    from ._plugins._spec import hookimpl as hookimpl
+    from ._plugins._spec import hookspec as hookspec
+    from ._profiling._anchor import Anchor as Anchor
+    from ._profiling._profiler import EventProfiler as EventProfiler
+    from ._profiling._profiler import Span as Span
+    from ._profiling._profiler import Stats as Stats
+    from ._profiling._profiler import Window as Window
+    from ._protocol import DeviceClocks as DeviceClocks
+    from ._protocol import EventApi as EventApi
+    from ._protocol import SupportsCacheFlush as SupportsCacheFlush
+    from ._protocol import SupportsCaptureCheck as SupportsCaptureCheck
+    from ._protocol import SupportsClocks as SupportsClocks
+    from ._protocol import SupportsEventQuery as SupportsEventQuery
+    from ._protocol import SupportsFastPath as SupportsFastPath
+    from ._protocol import SupportsGraphRecord as SupportsGraphRecord
+    from ._protocol import SupportsGraphs as SupportsGraphs
+    from ._protocol import SupportsHostFunc as SupportsHostFunc
 else:
     # Hidden from type checkers, which see the imports above: to them a name not in that list
     # is an error, as it is at run time.
@@ -71,51 +77,14 @@ else:
 
 del TYPE_CHECKING
 
-__all__ = [
-    "PLUGIN_API",
-    "Anchor",
-    "BackendError",
-    "BackendInfo",
-    "BackendNotFoundError",
-    "BackendSpec",
-    "BackendUnavailableError",
-    "CaptureError",
-    "DeviceClocks",
-    "DriverError",
-    "EventApi",
-    "EventApiError",
-    "EventFence",
-    "EventProfiler",
-    "EventStateError",
-    "Span",
-    "Stats",
-    "SupportsCacheFlush",
-    "SupportsCaptureCheck",
-    "SupportsClocks",
-    "SupportsEventQuery",
-    "SupportsFastPath",
-    "SupportsGraphRecord",
-    "SupportsGraphs",
-    "SupportsHostFunc",
-    "UnsupportedError",
-    "Window",
-    "backend",
-    "backends",
-    "bench",
-    "hookimpl",
-    "hookspec",
-    "register_backend",
-    "unregister_backend",
-]
-
 __version__: str  # read on first use from the distribution's metadata (see __getattr__)
 
 # The public submodules, reachable as attributes without importing them first.
 _SUBMODULES = frozenset({"driverkit", "host", "testing", "trace"})
 
-# Where each public name is defined: the same list as the imports above, read at run time.
-# (The errors carry __module__ = "eventapi" themselves, so a traceback and pickle name them
-# here whichever module imported them first.)
+# Where each public name is defined: the same list as the imports above, read at run time, in
+# the order of __all__. (The errors carry __module__ = "eventapi" themselves, so a traceback and
+# pickle name them here whichever module imported them first.)
 _WHERE = {
     "PLUGIN_API": "_plugins._spec",
     "Anchor": "_profiling._anchor",
@@ -152,6 +121,8 @@ _WHERE = {
     "register_backend": "_plugins._discovery",
     "unregister_backend": "_plugins._discovery",
 }
+
+__all__ = list(_WHERE)  # constants, then classes, then functions, as isort sorts them
 
 
 def __dir__() -> list[str]:
