@@ -66,7 +66,8 @@ else:
         from importlib import import_module
 
         if name == "__version__":
-            value: object = import_module(f"{__name__}._metadata").version_of("eventapi-core")
+            metadata = import_module(f"{__name__}._metadata")
+            value: object = metadata.installed_version("eventapi-core") or "0+unknown"
         elif where is None:
             value = import_module(f"{__name__}.{name}")
         else:

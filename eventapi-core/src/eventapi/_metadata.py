@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
 
-__all__ = ["name_and_version", "version_of"]
+__all__ = ["installed_version", "name_and_version"]
 
 
 def name_and_version(dist: Distribution) -> tuple[str, str]:
@@ -38,8 +38,8 @@ def name_and_version(dist: Distribution) -> tuple[str, str]:
     return dist.name, dist.version
 
 
-def version_of(distribution: str) -> str:
-    """The installed ``distribution``'s version, as its metadata says; ``"0+unknown"`` without it.
+def installed_version(distribution: str) -> str | None:
+    """The installed ``distribution``'s version, as its metadata says; None when not installed.
 
     ``eventapi.__version__`` is this for ``eventapi-core``: one version, the one pip installed,
     not a second copy in the source that could drift from it.
@@ -48,5 +48,5 @@ def version_of(distribution: str) -> str:
 
     try:
         return name_and_version(importlib.metadata.distribution(distribution))[1]
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None

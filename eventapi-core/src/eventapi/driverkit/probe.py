@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._arguments import bounded_repr
-from .._metadata import name_and_version
+from .._metadata import installed_version as _installed_version
 
 if TYPE_CHECKING:
     import ctypes
@@ -110,16 +110,11 @@ def installed_version(distribution: str) -> str | None:
     What ``importlib.metadata.version`` answers, read from the header of its metadata.
     Raises :class:`TypeError` when ``distribution`` is not a ``str``.
     """
-    import importlib.metadata
-
     if not isinstance(distribution, str):
         raise wrong_type(
             "installed_version: distribution", "a distribution's name as a str", distribution
         )
-    try:
-        return name_and_version(importlib.metadata.distribution(distribution))[1]
-    except (importlib.metadata.PackageNotFoundError, ValueError):
-        return None
+    return _installed_version(distribution)
 
 
 def wrong_type(what: str, expected: str, value: object) -> TypeError:
