@@ -19,7 +19,7 @@ import operator
 import reprlib
 from typing import Final, SupportsFloat, SupportsIndex
 
-__all__ = ["bounded_repr", "check_bool", "check_int", "check_real"]
+__all__ = ["bounded_repr", "check_bool", "check_int", "check_path_text", "check_real"]
 
 _REPR: Final = reprlib.Repr()
 _REPR.maxstring = 60
@@ -92,6 +92,30 @@ def check_bool(value: object, what: str) -> bool:
     raise TypeError(
         f"{what} must be True or False, not {type(value).__qualname__} {bounded_repr(value)}"
     )
+
+
+_PATH_MAX: Final = 4096
+"""Linux's limit on a path given to a system call, its terminating NUL included. A longer one is
+refused by the kernel anyway (a library's name that long is worse: the dynamic loader copies it
+onto the stack, and a name of megabytes crashes the process instead of failing to load), and
+would make the message that names it as long."""
+
+
+def check_path_text(path: str, what: str, instead: str) -> str:
+    """``path`` unless it is empty (then :class:`ValueError` says to pass ``instead``), longer
+    than a system call takes, or holds a NUL character; ``what`` names it in the refusal."""
+    if not path:
+        raise ValueError(f"{what} is empty; pass {instead}")
+    if len(path) >= _PATH_MAX:
+        raise ValueError(
+            f"{what} is {len(path):,} characters long ({bounded_repr(path)}); a path holds at "
+            f"most {_PATH_MAX - 1} bytes"
+        )
+    if "\0" in path:
+        raise ValueError(
+            f"{what} holds a NUL character ({bounded_repr(path)}), which no file name can hold"
+        )
+    return path
 
 
 def _of(unit: str) -> str:

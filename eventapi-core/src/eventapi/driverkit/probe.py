@@ -13,18 +13,13 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._arguments import bounded_repr
+from .._arguments import bounded_repr, check_path_text
 from .._metadata import installed_version as _installed_version
 
 if TYPE_CHECKING:
     import ctypes
 
 __all__ = ["c_int_out", "installed_version", "open_driver_library"]
-
-
-# Linux's PATH_MAX, the terminating NUL included. The dynamic loader copies a name onto the
-# stack: a name of megabytes crashes the process (SIGSEGV) instead of failing to load.
-_NAME_MAX = 4096
 
 
 def open_driver_library(names: Sequence[str | bytes]) -> ctypes.CDLL | None:
@@ -67,18 +62,8 @@ def _library_name(name: object, index: int) -> str:
     what = f"open_driver_library: names[{index}]"
     if not isinstance(name, str | bytes | os.PathLike):
         raise wrong_type(what, "a str, bytes or os.PathLike", name)
-    path = os.fsdecode(name)
-    if not path:
-        # dlopen("") answers with the main program, which is no driver library.
-        raise ValueError(f"{what} is empty; pass a library's name")
-    if len(path) >= _NAME_MAX:
-        raise ValueError(
-            f"{what} is {len(path):,} characters long ({bounded_repr(path)}); a library's path "
-            f"holds at most {_NAME_MAX - 1} bytes"
-        )
-    if "\0" in path:
-        raise ValueError(f"{what} holds a NUL character ({bounded_repr(path)})")
-    return path
+    # dlopen("") answers with the main program, which is no driver library.
+    return check_path_text(os.fsdecode(name), what, "a library's name")
 
 
 def c_int_out(library: ctypes.CDLL, function: str) -> tuple[int, int]:

@@ -22,13 +22,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Final, final
 
-from .._arguments import bounded_repr
+from .._arguments import bounded_repr, check_path_text
 
 __all__ = ["Written", "check_path", "check_paths", "naming", "refuse_overlap", "replacing"]
-
-_PATH_MAX: Final = 4096
-"""Linux's limit on a path given to a system call, its terminating NUL included: a longer one
-is refused by the kernel anyway, and would make the message that names it as long."""
 
 _NEW_FILE_MODE: Final = 0o666
 """What ``open()`` creates a file with, less the umask (and a directory's default ACL), which the
@@ -65,18 +61,7 @@ def check_path(value: object, what: str) -> str:
             f"{what} must be a str or a text os.PathLike; {type(value).__name__} gave "
             f"{type(path).__name__}: pass os.fsdecode(path)"
         )
-    if not path:
-        raise ValueError(f"{what} is an empty string; pass a file name")
-    if len(path) >= _PATH_MAX:
-        raise ValueError(
-            f"{what} is {len(path):,} characters long ({bounded_repr(path)}); a path holds at "
-            f"most {_PATH_MAX - 1} bytes"
-        )
-    if "\0" in path:
-        raise ValueError(
-            f"{what} holds a NUL character ({bounded_repr(path)}), which no file name can hold"
-        )
-    return path
+    return check_path_text(path, what, "a file name")
 
 
 def check_paths(values: object, what: str) -> list[str]:
