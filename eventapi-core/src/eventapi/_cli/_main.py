@@ -260,7 +260,7 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
 def _trace(args: argparse.Namespace) -> int:
     # Imported here: the trace machinery costs nothing to the other commands.
     from ..trace._merge import merge_files
-    from ..trace._report import write_report_file
+    from ..trace._report import counted, write_report_file
 
     notes: tuple[str, ...] = ()
     try:
@@ -276,11 +276,8 @@ def _trace(args: argparse.Namespace) -> int:
             message = f"{exc.filename}: {message}"
         print(f"eventapi trace {args.action}: error: {message}", file=sys.stderr)
         return 1
-    print(
-        f"wrote {written.path}: {written.slices:,} slice{'' if written.slices == 1 else 's'} "
-        f"on {written.tracks:,} track{'' if written.tracks == 1 else 's'} of "
-        f"{written.processes:,} process{'' if written.processes == 1 else 'es'}"
-    )
+    slices, tracks = counted(written.slices, "slice"), counted(written.tracks, "track")
+    print(f"wrote {written.path}: {slices} on {tracks} of {counted(written.processes, 'process')}")
     for note in notes:  # what the page says it left out, said here too
         print(f"eventapi trace {args.action}: {note}", file=sys.stderr)
     return 0

@@ -38,7 +38,7 @@ from .._ranks import nearest_rank
 from ._files import Written, check_path, refuse_overlap, replacing
 from ._format import read_trace
 
-__all__ = ["MAX_SLICES", "Reported", "colours", "render", "write_report_file"]
+__all__ = ["MAX_SLICES", "Reported", "colours", "counted", "render", "write_report_file"]
 
 MAX_SLICES: Final = 20_000
 """Slices drawn on the timeline: a browser lays out tens of thousands of elements in well
@@ -269,7 +269,8 @@ def _process_table(
     return "<h2>Per process</h2>\n" + _table("processes", head, body)
 
 
-def _count(n: int, noun: str) -> str:
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``"1,000 slices"``, ``"1 process"``."""
     plural = noun + ("es" if noun.endswith("s") else "s")
     return f"{n:,} {noun if n == 1 else plural}"
 
@@ -314,7 +315,7 @@ def _notes(slices: int, left_out: int) -> tuple[str, ...]:
         )
     if left_out:
         notes.append(
-            f"{_count(left_out, 'slice')} left out: a ts or dur that is not a finite, "
+            f"{counted(left_out, 'slice')} left out: a ts or dur that is not a finite, "
             "non-negative number."
         )
     return tuple(notes)
@@ -365,8 +366,8 @@ def render(document: dict[str, Any], title: str) -> tuple[str, list[_Slice], tup
     page = _page().substitute(
         title=html.escape(text(title)),
         summary=html.escape(
-            f"{_count(len(slices), 'slice')} on {_count(len(rows), 'track')} of "
-            f"{_count(process_count, 'process')}"
+            f"{counted(len(slices), 'slice')} on {counted(len(rows), 'track')} of "
+            f"{counted(process_count, 'process')}"
         ),
         note="".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes),
         legend=_legend(list(by_name), palette),
