@@ -124,17 +124,14 @@ def replacing(path: str) -> Iterator[IO[str]]:
     (see the module doc). Raises :class:`OSError` naming ``path`` when it cannot be written.
     """
     final = os.path.realpath(path)
+    temporary: str | None = None
     with naming(path):
         try:
             info: os.stat_result | None = os.stat(final)
         except FileNotFoundError:
             info = None
-    if info is not None and stat.S_ISDIR(info.st_mode):
-        raise IsADirectoryError(
-            21, f"cannot write {path}: it is a directory; name a file inside it"
-        )
-    temporary: str | None = None
-    with naming(path):
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(21, "it is a directory; name a file inside it")
         if info is not None and not stat.S_ISREG(info.st_mode):
             file = open(final, "w", encoding="utf-8")  # noqa: SIM115 - closed below
         else:
