@@ -151,10 +151,8 @@ class BenchResult:
                 f"compare: other must be a BenchResult (what eventapi.bench returns), not "
                 f"{type(other).__qualname__} {bounded_repr(other)}"
             )
-        for what, this, that in (
-            ("cold_cache", self.cold_cache, other.cold_cache),
-            ("graph", self.graph, other.graph),
-        ):
+        for what in ("cold_cache", "graph"):
+            this, that = getattr(self, what), getattr(other, what)
             if this != that:
                 raise ValueError(
                     f"compare: this result ran with {what}={this} and the other with {what}="
