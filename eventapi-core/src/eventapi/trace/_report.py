@@ -363,7 +363,9 @@ def render(document: dict[str, Any], title: str) -> tuple[str, list[_Slice], tup
     }
     notes = _notes(len(slices), left_out)
     process_count = len({pid for pid, _ in keys} | set(processes)) or 1
-    page = _page().substitute(
+    # The page's HTML and stylesheet, with $title, $summary, $note, $legend, $table,
+    # $processes, $payload and $script to fill.
+    page = string.Template(_asset("report.html")).substitute(
         title=html.escape(text(title)),
         summary=html.escape(
             f"{counted(len(slices), 'slice')} on {counted(len(rows), 'track')} of "
@@ -397,9 +399,3 @@ def write_report_file(path: object, out: object = None) -> Reported:
 def _asset(name: str) -> str:
     """A file of the page that ships beside this module: its script, or its template."""
     return resources.files("eventapi.trace").joinpath(name).read_text(encoding="utf-8")
-
-
-def _page() -> string.Template:
-    # The page's HTML and stylesheet, with $title, $summary, $note, $legend, $table,
-    # $processes, $payload and $script to fill.
-    return string.Template(_asset("report.html"))
