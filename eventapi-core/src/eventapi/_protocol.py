@@ -401,7 +401,13 @@ def capabilities_of(api: object, caller: str) -> Capabilities:
     kind = type(api)
     found = _by_class.get(kind)
     if found is None:
-        _require_backend(api, caller)
+        missing = [name for name in ("BACKEND", *PROTOCOL_METHODS) if not _has(api, name)]
+        if missing:
+            raise TypeError(
+                f"{caller} needs a backend object (one that satisfies eventapi.EventApi, such as "
+                f"eventapi.backend() or eventapi.backend('host') returns), got "
+                f"{type(api).__qualname__} {bounded_repr(api)}, which lacks {', '.join(missing)}"
+            )
         found = _by_class[kind] = Capabilities(
             event_query=isinstance(api, SupportsEventQuery),
             capture_check=isinstance(api, SupportsCaptureCheck),
@@ -413,16 +419,6 @@ def capabilities_of(api: object, caller: str) -> Capabilities:
             clocks=isinstance(api, SupportsClocks),
         )
     return found
-
-
-def _require_backend(api: object, caller: str) -> None:
-    missing = [name for name in ("BACKEND", *PROTOCOL_METHODS) if not _has(api, name)]
-    if missing:
-        raise TypeError(
-            f"{caller} needs a backend object (one that satisfies eventapi.EventApi, such as "
-            f"eventapi.backend() or eventapi.backend('host') returns), got "
-            f"{type(api).__qualname__} {bounded_repr(api)}, which lacks {', '.join(missing)}"
-        )
 
 
 def _has(api: object, name: str) -> bool:
