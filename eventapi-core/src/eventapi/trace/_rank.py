@@ -46,22 +46,23 @@ def _torch() -> dict[str, object] | None:
         return None
     if not isinstance(rank, int) or rank < 0:
         return None
-    info: dict[str, object] = {"rank": rank, "rank_from": "torch.distributed"}
-    if isinstance(world, int) and world > 0:
-        info["world_size"] = world
-    return info
+    return _info(rank, "torch.distributed", world)
 
 
 def _launcher() -> dict[str, object] | None:
     for rank_name, size_name in _ENVIRONMENT:
         rank = _number(rank_name)
         if rank is not None:
-            info: dict[str, object] = {"rank": rank, "rank_from": rank_name}
-            size = _number(size_name)
-            if size:
-                info["world_size"] = size
-            return info
+            return _info(rank, rank_name, _number(size_name))
     return None
+
+
+def _info(rank: int, source: str, world: object) -> dict[str, object]:
+    """``rank``, what said so, and the world's size where it is one (a positive int)."""
+    info: dict[str, object] = {"rank": rank, "rank_from": source}
+    if isinstance(world, int) and world > 0:
+        info["world_size"] = world
+    return info
 
 
 def rank_info() -> dict[str, object]:
