@@ -298,26 +298,14 @@ def gather_chrome_trace(
             "torch.distributed is not initialised; call torch.distributed.init_process_group "
             "first, or write one trace per process and merge the files"
         )
-    # The local trace, built exactly as a file would be, travels as text.
+    import torch
+
+    # The local trace, built exactly as a file would be, travels as bytes in tensors, not by
+    # gather_object, which needs NumPy (a CPU-only torch does not pull it in). Tensors live where
+    # the group's backend moves them (a CUDA device for NCCL, else the CPU).
     local = io.StringIO()
     _write(local, profilers, slice_args=True)
-    documents = _gather_bytes(local.getvalue().encode(), group, dst)
-    if documents is None:
-        return
-    gathered = [json.loads(raw) for raw in documents]
-    merged = merge_documents(gathered, [f"rank {i}" for i in range(len(gathered))])
-    dump(merged, out)
-
-
-def _gather_bytes(payload: bytes, group: Any, dst: int) -> list[bytes] | None:
-    """Every rank's ``payload`` at rank ``dst`` (None elsewhere), through tensors.
-
-    Not ``gather_object``: it needs NumPy, which a CPU-only torch does not pull in. Tensors
-    live where the group's backend moves them (a CUDA device for NCCL, else the CPU).
-    """
-    import torch
-    import torch.distributed as dist
-
+    payload = local.getvalue().encode()
     device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"  # "cuda": the current device
     world = dist.get_world_size(group)
     size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
@@ -330,8 +318,10 @@ def _gather_bytes(payload: bytes, group: Any, dst: int) -> list[bytes] | None:
     received = [torch.empty_like(buffer) for _ in range(world)] if mine else None
     dist.gather(buffer, received, dst=dst, group=group)
     if received is None:
-        return None
-    return [
-        bytes(tensor[:length].cpu().tolist())
+        return  # every rank's trace is at rank dst
+    gathered = [
+        json.loads(bytes(tensor[:length].cpu().tolist()))
         for tensor, length in zip(received, lengths, strict=True)
     ]
+    merged = merge_documents(gathered, [f"rank {i}" for i in range(len(gathered))])
+    dump(merged, out)
