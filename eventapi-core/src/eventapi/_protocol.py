@@ -69,7 +69,6 @@ class EventApi(Protocol[E, S]):
     @property
     def BACKEND(self) -> str:  # noqa: N802 - the seed's constant; read-only so a plain attribute satisfies it
         """The backend's name as a log line shows it: ``"host"``, ``"cuda"``, ``"hip"``."""
-        ...
 
     def event_create(self) -> E:
         """Create an event with timing enabled.
@@ -77,18 +76,15 @@ class EventApi(Protocol[E, S]):
         Timing is the point: the flag a pure synchronization event would take to disable it is
         exactly the timestamp a profiler reads back.
         """
-        ...
 
     def event_destroy(self, event: E) -> None:
         """Release an event. Idempotent on an already destroyed handle of this backend.
 
         Called from the owner's ``close()`` or finalizer, where a failure can only be logged.
         """
-        ...
 
     def event_record(self, event: E, stream: S) -> None:
         """Enqueue the timestamp on ``stream``; return once it is queued."""
-        ...
 
     def event_wait(self, event: E) -> None:
         """Block the calling thread until the device has reached ``event``.
@@ -96,7 +92,6 @@ class EventApi(Protocol[E, S]):
         Releases the GIL while it blocks. The error it raises is the fault the wait revealed on
         the stream the event was recorded into.
         """
-        ...
 
     def event_elapsed(self, start: E, end: E) -> int:
         """Device time from ``start`` to ``end`` in integer nanoseconds.
@@ -105,19 +100,15 @@ class EventApi(Protocol[E, S]):
         true. A negative reading is clamped to 0: the device clock is monotonic, and a profiler
         is not worth an exception.
         """
-        ...
 
     def stream_wait_event(self, stream: S, event: E) -> None:
         """Make ``stream`` wait for ``event`` on the device; the host does not block."""
-        ...
 
     def stream_synchronize(self, stream: S) -> None:
         """Block the host until every operation enqueued on ``stream`` has completed."""
-        ...
 
     def stream_create_non_blocking(self) -> S:
         """Create a stream that does not synchronize with the legacy default stream."""
-        ...
 
     def stream_destroy(self, stream: S) -> None:
         """Release a stream created by :meth:`stream_create_non_blocking`.
@@ -125,7 +116,6 @@ class EventApi(Protocol[E, S]):
         A stream this backend did not create (a framework's stream, a raw handle) is refused
         with :class:`~eventapi.EventStateError`: it is never destroyed here.
         """
-        ...
 
 
 @runtime_checkable
@@ -137,7 +127,6 @@ class SupportsEventQuery(Protocol[E_contra]):
 
     def event_query(self, event: E_contra) -> bool:
         """True when the device has reached ``event``; never blocks."""
-        ...
 
 
 @runtime_checkable
@@ -150,7 +139,6 @@ class SupportsCaptureCheck(Protocol[S_contra]):
 
     def stream_is_capturing(self, stream: S_contra) -> bool:
         """True while ``stream`` is capturing a graph."""
-        ...
 
 
 @runtime_checkable
@@ -167,7 +155,6 @@ class SupportsHostFunc(Protocol[S_contra]):
         Later work on the stream waits for ``fn`` to return. ``fn`` must not call back into the
         device API, as the drivers forbid; an exception it raises is logged, not propagated.
         """
-        ...
 
 
 @runtime_checkable
@@ -189,7 +176,6 @@ class SupportsFastPath(Protocol[E, S]):
         """The backend's own handle for ``stream``: itself for a stream of this backend, or a
         non-owning wrapper of a stream this backend can use but did not create (never destroyed
         by eventapi). Raises :class:`~eventapi.EventStateError` for anything else."""
-        ...
 
     def event_record_new(self, stream: S) -> E | None:
         """``event_create()`` and ``event_record(event, stream)`` in one call: a fence.
@@ -200,14 +186,12 @@ class SupportsFastPath(Protocol[E, S]):
         ``event_destroy``, as any other; the backend may keep its driver event for a later
         ``event_record_new`` once it was seen reached.
         """
-        ...
 
     def event_record_unless_capturing(self, event: E, stream: S) -> bool:
         """Unless ``stream`` is capturing a graph, ``event_record(event, stream)``: a window.
 
         True when recorded; False, recording nothing, when the stream was capturing.
         """
-        ...
 
     def event_elapsed_many(self, starts: Sequence[E], ends: Sequence[E]) -> list[int]:
         """``event_elapsed(starts[i], ends[i])`` for each ``i``, in order: a collect.
@@ -215,7 +199,6 @@ class SupportsFastPath(Protocol[E, S]):
         Every event is checked before any reading; the first failed reading's
         :class:`~eventapi.DriverError` is raised (``not_ready`` for one not reached).
         """
-        ...
 
 
 @runtime_checkable
@@ -243,7 +226,6 @@ class SupportsGraphs(Protocol[S_contra, G]):
         HIP's relaxed capture mode). Raises :class:`~eventapi.DriverError` when the stream is
         capturing already or cannot be captured (a legacy default stream).
         """
-        ...
 
     def stream_end_capture(self, stream: S_contra) -> G:
         """End the capture of ``stream``; the graph of what it took, ready to launch.
@@ -252,21 +234,18 @@ class SupportsGraphs(Protocol[S_contra, G]):
         capture was invalidated by a call it could not take (nothing is returned then, and the
         stream captures no more).
         """
-        ...
 
     def graph_launch(self, graph: G, stream: S_contra) -> None:
         """Enqueue a run of ``graph`` on ``stream``; return once it is queued.
 
         A graph may be launched any number of times, on any stream of the backend object.
         """
-        ...
 
     def graph_destroy(self, graph: G) -> None:
         """Release ``graph``; a second call is a no-op.
 
         Runs already launched complete. Events the graph records stay the caller's.
         """
-        ...
 
 
 @runtime_checkable
@@ -290,7 +269,6 @@ class SupportsGraphRecord(Protocol[E_contra, S_contra]):
         with ``event_record`` there), and :class:`~eventapi.DriverError` when the driver
         refuses the node (the capture was invalidated, say).
         """
-        ...
 
 
 @runtime_checkable
@@ -305,23 +283,19 @@ class SupportsCacheFlush(Protocol[S_contra, B]):
 
     def cache_size_bytes(self) -> int:
         """The device's L2 cache size in bytes, as the device reports it; what a flush writes."""
-        ...
 
     def cache_flush_create(self) -> B:
         """A scratch buffer of :meth:`cache_size_bytes` on the device, for the flushes."""
-        ...
 
     def stream_flush_cache(self, stream: S_contra, buffer: B) -> None:
         """Enqueue a write of the whole of ``buffer`` on ``stream``; return once it is queued.
 
         Into a stream capturing a graph it becomes a node of the graph, as any work does.
         """
-        ...
 
     def cache_flush_destroy(self, buffer: B) -> None:
         """Release ``buffer``; a second call is a no-op. Call it once the flushes enqueued
         with it have run (after a synchronize of their streams)."""
-        ...
 
 
 @final
@@ -350,7 +324,6 @@ class SupportsClocks(Protocol):
     def device_clocks(self) -> DeviceClocks:
         """The device's clock now. Raises :class:`~eventapi.UnsupportedError`, saying why, when
         the management library cannot be loaded or does not know the device."""
-        ...
 
 
 def _methods(*protocols: type) -> tuple[str, ...]:
