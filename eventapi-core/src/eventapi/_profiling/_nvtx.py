@@ -132,8 +132,7 @@ class _Decided:
 
     def _after_fork(self) -> None:
         # A child has no copy of a deciding thread: it decides again if the parent had not.
-        if not self._done.is_set():
-            self._started = False
+        self._started = self._done.is_set()
 
 
 _DECIDED: Final = {
