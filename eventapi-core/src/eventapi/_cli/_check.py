@@ -296,30 +296,28 @@ def _check_handles(api: EventApi[Any, Any], before: tuple[int, ...] | None) -> _
 
 def _overheads(api: EventApi[Any, Any], n: int) -> list[tuple[str, Callable[[], _Outcome]]]:
     def record() -> _Outcome:
-        event = api.event_create()
-        try:
-            with _own_stream(api) as stream:  # drained before the event is destroyed
-                t0 = time.perf_counter_ns()
-                for _ in range(n):
-                    api.event_record(event, stream)
-                return _per_call(time.perf_counter_ns() - t0, n)
-        finally:
-            api.event_destroy(event)
+        with ExitStack() as done:
+            event = api.event_create()
+            done.callback(api.event_destroy, event)
+            stream = done.enter_context(_own_stream(api))  # drained before the event goes
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                api.event_record(event, stream)
+            return _per_call(time.perf_counter_ns() - t0, n)
 
     def query() -> _Outcome:
         if not isinstance(api, SupportsEventQuery):
             return SKIP, "the backend has no event_query", {}
-        event = api.event_create()
-        try:
-            with _own_stream(api) as stream:
-                api.event_record(event, stream)
-                api.event_wait(event)
-                t0 = time.perf_counter_ns()
-                for _ in range(n):
-                    api.event_query(event)
-                return _per_call(time.perf_counter_ns() - t0, n)
-        finally:
-            api.event_destroy(event)
+        with ExitStack() as done:
+            event = api.event_create()
+            done.callback(api.event_destroy, event)
+            stream = done.enter_context(_own_stream(api))
+            api.event_record(event, stream)
+            api.event_wait(event)
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                api.event_query(event)
+            return _per_call(time.perf_counter_ns() - t0, n)
 
     def fence() -> _Outcome:
         with _own_stream(api) as stream:
