@@ -45,7 +45,7 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable
 from functools import partial, wraps
-from typing import Any, Final, Generic, ParamSpec, TypeVar, cast, final
+from typing import Any, Final, Generic, NamedTuple, ParamSpec, TypeVar, cast, final
 
 from .._arguments import bounded_repr, check_int
 from .._errors import EventStateError, UnsupportedError
@@ -999,31 +999,28 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
 
 @final
-class _Reading:
+class _Reading(NamedTuple):
     """A ``with`` claiming ``profiler`` for the reader ``call`` (see the module docstring)."""
 
-    __slots__ = ("_call", "_profiler")
-
-    def __init__(self, profiler: EventProfiler[Any, Any], call: str) -> None:
-        self._profiler = profiler
-        self._call = call
+    profiler: EventProfiler[Any, Any]
+    call: str
 
     def __enter__(self) -> None:
-        profiler = self._profiler
+        profiler = self.profiler
         if not profiler._claim.acquire(False):
             held = profiler._detour
             holder = held[0] if type(held) is tuple else "a reader"
             if type(held) is tuple and held[1] == threading.get_ident():
                 raise EventStateError(
-                    f"{profiler._label}: EventProfiler.{self._call} refused: EventProfiler."
+                    f"{profiler._label}: EventProfiler.{self.call} refused: EventProfiler."
                     f"{holder} is running on this thread, and a signal handler or a finalizer "
                     "called this from inside it; make the call after it returned"
                 )
-            raise EventStateError(_refusal(profiler._label, f"EventProfiler.{self._call}", holder))
-        profiler._detour = (self._call, threading.get_ident())
+            raise EventStateError(_refusal(profiler._label, f"EventProfiler.{self.call}", holder))
+        profiler._detour = (self.call, threading.get_ident())
 
     def __exit__(self, *exc_info: object) -> None:
-        profiler = self._profiler
+        profiler = self.profiler
         profiler._detour = profiler._at_rest
         profiler._claim.release()
 
