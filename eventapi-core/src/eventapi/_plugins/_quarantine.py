@@ -80,17 +80,6 @@ _MAX_BYTES: Final = 1 << 20  # a journal or a record is one line
 _STALE_TEMP_S: Final = 60.0  # a temporary file lives microseconds; older ones were abandoned
 
 
-def _directory() -> str:
-    """The records' directory. Raises OSError when there is no home to put it in."""
-    base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if not (base and os.path.isabs(base)):
-        home = os.path.expanduser("~")
-        if home == "~":  # no HOME and no password entry
-            raise OSError("no home directory for the probe records")
-        base = os.path.join(home, ".cache")
-    return os.path.join(base, "eventapi", "probing")
-
-
 def _open_directory(*, create: bool) -> tuple[int, str] | None:
     """A descriptor of the records' directory and its path, when it is safely ours; else None.
 
@@ -99,7 +88,13 @@ def _open_directory(*, create: bool) -> tuple[int, str] | None:
     """
     fd = -1
     try:
-        path = _directory()
+        base = os.environ.get("XDG_CACHE_HOME", "").strip()
+        if not (base and os.path.isabs(base)):
+            home = os.path.expanduser("~")
+            if home == "~":  # no HOME and no password entry: nowhere to put the records
+                return None
+            base = os.path.join(home, ".cache")
+        path = os.path.join(base, "eventapi", "probing")
         if create:
             os.makedirs(path, mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
