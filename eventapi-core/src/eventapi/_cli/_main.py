@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import io
 import json
 import os
 import sys
@@ -185,7 +184,7 @@ def _stdout_kept_for_us() -> Iterator[TextIO]:
     real = sys.stdout
     try:
         fd = real.fileno()
-    except (AttributeError, ValueError, io.UnsupportedOperation):
+    except (AttributeError, ValueError):  # io.UnsupportedOperation is a ValueError
         fd = -1
     with contextlib.redirect_stdout(sys.stderr):
         if fd < 0:  # not a file (a test's capture): redirect what Python writes, nothing else
