@@ -603,8 +603,7 @@ def _relative_noise(readings: list[int], resolution_ns: int) -> float:
     if len(readings) < MIN_N:
         return math.inf
     _, median, noise, _ = summarize(readings, resolution_ns)
-    assert noise is not None  # n >= MIN_N
-    return noise / median if median > 0 else math.inf
+    return noise / median if noise is not None and median > 0 else math.inf
 
 
 def _result(run: _Runner, timed: _Batch, stopped: StoppedBy) -> BenchResult:
