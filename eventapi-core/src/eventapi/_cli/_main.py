@@ -266,8 +266,7 @@ def _trace(args: argparse.Namespace) -> int:
         if args.action == "merge":
             written = merge_files(args.files, args.output, slice_args=args.slice_args)
         else:
-            reported = write_report_file(args.file, args.output)
-            written, notes = reported.written, reported.notes
+            written, notes = write_report_file(args.file, args.output)
     except (OSError, ValueError) as exc:
         # OSErrors raised by eventapi.trace name the file in their strerror already.
         message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

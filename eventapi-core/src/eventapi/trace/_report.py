@@ -32,7 +32,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Final, TypeGuard, final
+from typing import Any, Final, NamedTuple, TypeGuard, final
 
 from .._ranks import nearest_rank
 from ._files import Written, check_path, refuse_overlap, replacing
@@ -293,8 +293,7 @@ def _legend(names: list[str], palette: dict[str, tuple[str, str]]) -> str:
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class Reported:
+class Reported(NamedTuple):
     """What :func:`write_report_file` wrote, and the notes its page shows, one sentence each.
 
     ``notes`` say what the page leaves out and why: slices whose time is not a finite,
