@@ -19,8 +19,7 @@ import os
 import secrets
 import stat
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import IO, Final, final
+from typing import IO, Final, NamedTuple, final
 
 from .._arguments import bounded_repr, check_path_text
 
@@ -33,8 +32,7 @@ unreadable to the users ``open()`` lets read it."""
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class Written:
+class Written(NamedTuple):
     """What a command wrote: the file, and how many processes and slices it holds."""
 
     path: str

@@ -30,8 +30,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import IO, TYPE_CHECKING, Any, Final, final
+from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple, final
 
 from .._arguments import bounded_repr
 from ._files import naming
@@ -60,8 +59,7 @@ _OFFSET_SAMPLES: Final = 7
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class Clock:
+class Clock(NamedTuple):
     """What a trace's times are, and where they lie on the wall clock.
 
     ``kind`` is ``"monotonic"`` (``ts`` is :func:`time.perf_counter_ns` / 1000 on the host
@@ -119,13 +117,12 @@ def process_info() -> dict[str, object]:
         "host": socket.gethostname(),
         "pid": os.getpid(),
         **rank_info(),
-        "clock": asdict(host_clock()),
+        "clock": host_clock()._asdict(),
     }
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class Track:
+class Track(NamedTuple):
     """One stream's track: the backend and device it is on, and the profiler's label."""
 
     backend: str
@@ -244,7 +241,7 @@ class TraceFile:
 
     def finish(self) -> None:
         """End the document: a closing metadata event, so the array never ends in a comma."""
-        self._meta("trace_end", 0, {"wall_clock": asdict(host_clock())}, end="\n]}\n")
+        self._meta("trace_end", 0, {"wall_clock": host_clock()._asdict()}, end="\n]}\n")
 
 
 _EMPTY_HINT: Final = "pass a trace written by eventapi or another Chrome trace exporter"

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any, Final
 
 from .._arguments import check_bool
@@ -191,7 +190,7 @@ def merge_documents(documents: Sequence[dict[str, Any]], names: Sequence[str]) -
     info_out: dict[str, Any] = {
         "format": FORMAT,
         "eventapi": __version__,
-        "clock": asdict(out_clock),
+        "clock": out_clock._asdict(),
         "sources": sources,
         "hosts": len({c.boot_id for c in clocks if c.kind == "monotonic"})
         + sum(c.kind != "monotonic" for c in clocks),
