@@ -35,8 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Final, final
+from typing import Any, Final, NamedTuple, final
 
 from .._fence import EventFence
 from .._profiling._profiler import EventProfiler
@@ -78,8 +77,7 @@ _Outcome = tuple[str, str, dict[str, float]]
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class CheckResult:
+class CheckResult(NamedTuple):
     """One row of the check table. ``result`` is ``"PASS"``, ``"FAIL"`` or ``"SKIP"``.
 
     ``values`` holds the measured numbers by name, with the unit in the name (``"us"``,
@@ -90,12 +88,11 @@ class CheckResult:
     check: str
     result: str
     detail: str
-    values: Mapping[str, float] = field(default_factory=dict)
+    values: Mapping[str, float]
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class BackendReport:
+class BackendReport(NamedTuple):
     """Every check of one backend, and the (closed) profilers whose windows its checks read."""
 
     backend: str

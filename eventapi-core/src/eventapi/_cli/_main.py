@@ -249,7 +249,7 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
         except (EventApiError, ValueError) as exc:
             if name is not None and isinstance(exc, ValueError):
                 raise  # a malformed NAME on the command line is a usage error
-            failed = CheckResult(label, "load", FAIL, f"{_public_name(exc)}: {exc}")
+            failed = CheckResult(label, "load", FAIL, f"{_public_name(exc)}: {exc}", {})
             reports.append(BackendReport(label, (failed,)))
             continue
         reports.append(check_backend(api, name=label))

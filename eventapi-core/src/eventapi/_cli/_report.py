@@ -8,7 +8,6 @@ lays out the tables of ``eventapi check`` and ``eventapi backends`` alike.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ def report(
     """
     rows = [r for rep in reports for r in rep.results]
     if as_json:
-        out.write(json.dumps([dataclasses.asdict(r) for r in rows], indent=2) + "\n")
+        out.write(json.dumps([r._asdict() for r in rows], indent=2) + "\n")
     else:
         header = ("BACKEND", "CHECK", "RESULT", "DETAIL")
         out.write(table([header, *((r.backend, r.check, r.result, r.detail) for r in rows)]) + "\n")
