@@ -513,9 +513,8 @@ class HostBackend(
             with state.lock:
                 if not state.capturing:
                     raise EventStateError(
-                        f"host: event_record_in_graph refused {bounded_repr(stream)}: the "
-                        "stream is not capturing a graph; record into it with "
-                        "event_record(event, stream)"
+                        f"host: event_record_in_graph refused {bounded_repr(stream)}: the stream "
+                        "is not capturing a graph; record into it with event_record(event, stream)"
                     )
                 state.as_node = True
                 try:

@@ -614,9 +614,8 @@ def _result(run: _Runner, timed: _Batch, stopped: StoppedBy) -> BenchResult:
     if noise is None:
         warnings.append(
             f"only {n} readings (a call of about {run.device_each / 1e6:.3g} ms against "
-            f"rep_ms={options.rep_ms:g}): below {MIN_N} no distribution-free 95 % interval of "
-            f"the median exists; the readings range from {ordered[0]} to {ordered[-1]} ns. "
-            "Raise rep_ms"
+            f"rep_ms={options.rep_ms:g}): below {MIN_N} no distribution-free 95 % interval of the "
+            f"median exists; the readings range from {ordered[0]} to {ordered[-1]} ns. Raise rep_ms"
         )
     elif stopped != "noise" and options.noise_target > 0:
         warnings.append(
@@ -662,10 +661,9 @@ def _result(run: _Runner, timed: _Batch, stopped: StoppedBy) -> BenchResult:
     if reasons or slow:
         why = ", ".join(reasons) or f"a clock below {THROTTLED_BELOW:.0%} of its maximum"
         warnings.append(
-            f"the device was throttled during the timed calls ({why}; its clock read "
-            f"{min(mhz)} to {max(mhz)} MHz of {max(c.max_clock_mhz for c in clocks)} MHz), so the "
-            "readings are those of a slowed device: check its cooling and power limit, and run "
-            "again"
+            f"the device was throttled during the timed calls ({why}; its clock read {min(mhz)} to "
+            f"{max(mhz)} MHz of {max(c.max_clock_mhz for c in clocks)} MHz), so the readings are "
+            "those of a slowed device: check its cooling and power limit, and run again"
         )
     return BenchResult(
         n=n,
@@ -720,8 +718,7 @@ def _escape(run: _Runner, median_ns: int, host_median_ns: int) -> str | None:
     if host_median_ns >= ESCAPE_RATIO * max(median_ns, 1):
         return (
             f"each call took {duration_text(host_median_ns)} on the host and "
-            f"{duration_text(median_ns)} on the stream, "
-            f"{host_median_ns // max(median_ns, 1)} times less, so the readings time only a "
-            "sliver of it"
+            f"{duration_text(median_ns)} on the stream, {host_median_ns // max(median_ns, 1)} "
+            "times less, so the readings time only a sliver of it"
         )
     return None

@@ -442,10 +442,9 @@ class DriverBackend(ABC, Generic[RE, RS]):
         if isinstance(handle, kind) and self._shares_handles_with(handle._owner):
             raise EventStateError(
                 f"{self.BACKEND}: {call} refused {handle!r}: it belongs to {handle._owner!r}, "
-                f"another device, and {call} needs {what} of this one ({self!r}); across "
-                "devices only stream_wait_event(stream, event), event_wait(event) and "
-                "event_query(event) take another device's event. Make the call on the handle's "
-                "own backend object"
+                f"another device, and {call} needs {what} of this one ({self!r}); across devices "
+                "only stream_wait_event(stream, event), event_wait(event) and event_query(event) "
+                "take another device's event. Make the call on the handle's own backend object"
             )
         raise EventStateError(
             f"{self.BACKEND}: {call} refused {bounded_repr(handle)}: not {what} of this "

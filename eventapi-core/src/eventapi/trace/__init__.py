@@ -289,9 +289,8 @@ def gather_chrome_trace(
         import torch.distributed as dist
     except ImportError:
         raise RuntimeError(
-            "gather_chrome_trace needs torch.distributed; without it, write one trace per "
-            "process with eventapi.trace.export_chrome_trace and merge them with "
-            "`eventapi trace merge`"
+            "gather_chrome_trace needs torch.distributed; without it, write one trace per process "
+            "with eventapi.trace.export_chrome_trace and merge them with `eventapi trace merge`"
         ) from None
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
