@@ -11,6 +11,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -703,6 +704,26 @@ def test_the_sink_receives_every_span_in_order(api: HostBackend) -> None:
             pass
     # close() collects what was stopped, and the sink gets those too.
     assert [span.name for span in received] == ["w0", "w1", "w2", "w3", "last"]
+
+
+@pytest.mark.parametrize("reader", ["spans", "summary", "table", "export_chrome_trace"])
+def test_what_a_reader_collects_reaches_the_sink(
+    api: HostBackend, reader: str, tmp_path: Path
+) -> None:
+    # Every reader collects what is pending first; the spans it reads go to the sink too, or a
+    # TraceWriter given as the sink would miss the windows a program read this way.
+    received: list[Span] = []
+    with EventProfiler(api, sink=received.append) as prof:
+        with prof.window("w"):
+            pass
+        read = getattr(prof, reader)
+        if reader == "export_chrome_trace":
+            read(tmp_path / "trace.json")
+        elif callable(read):
+            read()
+        assert [span.name for span in received] == ["w"]
+        assert prof.collect() == []
+    assert [span.name for span in received] == ["w"]
 
 
 def test_a_failing_sink_raises_from_collect_after_the_readout(api: HostBackend) -> None:

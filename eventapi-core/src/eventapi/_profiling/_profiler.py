@@ -467,8 +467,10 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         does), so it holds every window stopped so far.
         """
         with _Reading(self, "spans"):
-            self._collect_pending()
-            return tuple(self._spans)
+            collected = self._collect_pending()
+            spans = tuple(self._spans)
+        self._to_sink(collected)
+        return spans
 
     @property
     def dropped_spans(self) -> int:
