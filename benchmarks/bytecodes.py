@@ -1,7 +1,10 @@
 """Python bytecodes and frames a window and a fence cost, counted rather than timed.
 
 Usage: ``python benchmarks/bytecodes.py BACKEND [--json FILE]`` (``make bench`` runs it on the
-emulated ``cuda`` and ``hip`` drivers, with the driver preloaded, and prints it).
+emulated ``cuda`` and ``hip`` drivers, with the driver preloaded and ``EMU_INSTANT=1``, and
+prints it). On the instant device a fence's event is reached at its first query; on a device
+that takes time (the emulated driver's default, a GPU) the wait queries again and spins, and the
+fence's count grows with every look, so a count is only comparable on the instant device.
 
 ``sys.settrace`` with opcode tracing counts every bytecode executed through the public API,
 the caller's own ``with`` statement and every finalizer that runs included, and every Python
