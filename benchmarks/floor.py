@@ -13,8 +13,9 @@ Every driver call is a no-op here, so what is left is the host's cost in Python 
   methods do nothing (the core's own Python: windows, pooling, placement, statistics; a fence's
   lifetime and bookkeeping).
 * **eventapi, driverkit**: the same over a :class:`~eventapi.driverkit.DriverBackend` whose raw
-  calls do nothing (the core plus the handle layer every driverkit backend, cuda and hip among
-  them, pays: closed and foreign handles refused, live handles counted).
+  calls do nothing (the core plus the handle layer every backend written in Python pays, host
+  and third-party ones: closed and foreign handles refused, live handles counted; cuda and hip
+  own their handles in C instead).
 
 The ratios are read against the floor, measured side by side in one run (interleaved, best of
 ``--repeat`` rounds). ``docs/benchmarks.md`` records the figures and the command.
