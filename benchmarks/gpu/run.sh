@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# eventapi on a real NVIDIA GPU: one script, no downloads, about six minutes at most.
+# eventapi on a real NVIDIA GPU: one script, no downloads, about eight minutes at most.
 #
-# Expects cuda-bindings, cuda-core, pluggy, pytest, setuptools (and optionally torch, cupy)
-# installed for $PYTHON (default python3). Installs eventapi-core and eventapi-cuda from this
-# checkout in editable mode without touching the network (or, if pip cannot, puts their sources
-# on PYTHONPATH with the package metadata discovery reads), then runs, each under its own
+# Expects cuda-bindings, cuda-core, pluggy, pytest, setuptools (and optionally torch, cupy,
+# triton) installed for $PYTHON (default python3). Installs eventapi-core and eventapi-cuda from
+# this checkout in editable mode without touching the network (or, if pip cannot, puts their
+# sources on PYTHONPATH with the package metadata discovery reads), then runs, each under its own
 # timeout: the build of eventapi-cuda's C extension, `eventapi backends`, the conformance kit
 # on the real cuda backend (by name, then from the class, which adds the second-object
 # checks), `eventapi check cuda`,
 # benchmarks/fence_window.py cuda, benchmarks/wait_cpu.py cuda (what a thread waiting on a fence
 # costs in CPU, and how fast a short wait wakes) and benchmarks/gpu/measure.py (the window and
 # fence against the raw binding, cuda.core, torch.cuda.Event and cupy.cuda.Event, and the
-# anchor's true error), then the PyTorch, CuPy and trace examples in examples/. A failing step
-# is recorded and the next one runs. Everything is written under $OUT (default ./gpu-results):
-# one log per step, status.tsv (step, exit status, seconds), fence_window.json, wait_cpu.json
-# and measure.json. The exit status is the number of failed steps (0: all passed).
+# anchor's true error), benchmarks/gpu/kernel_bench.py (eventapi.bench's figures for three
+# PyTorch kernels, cache cold, warm and from a graph, beside Triton's do_bench and
+# do_bench_cudagraph and a torch.cuda.Event loop), then the PyTorch, CuPy and trace examples in
+# examples/. A failing step is recorded and the next one runs. Everything is written under $OUT
+# (default ./gpu-results): one log per step, status.tsv (step, exit status, seconds),
+# fence_window.json, wait_cpu.json, measure.json and kernel_bench.json. The exit status is the
+# number of failed steps (0: all passed).
 #
 # Without a GPU it runs on the emulated driver, to check the script itself:
 # `make emulated && LD_PRELOAD=$PWD/build/emulated/libcuda.so.1 PYTHON=.venv/bin/python
@@ -105,6 +108,10 @@ step check 40 "$PYTHON" -m eventapi check cuda
 step fence_window 40 "$PYTHON" benchmarks/fence_window.py cuda --json "$OUT/fence_window.json"
 step wait_cpu 30 "$PYTHON" benchmarks/wait_cpu.py cuda --json "$OUT/wait_cpu.json"
 step measure 90 "$PYTHON" benchmarks/gpu/measure.py --backend cuda --out "$OUT"
+# Real kernels through PyTorch; 77 (no torch, or no device torch sees) is skipped, as for the
+# examples below. A figure that cannot be had (a graph capture, no triton) is in the JSON.
+step kernel_bench 120 sh -c '"$0" "$1" --out "$2"; s=$?; [ "$s" -eq 77 ] && s=0; exit "$s"' \
+    "$PYTHON" benchmarks/gpu/kernel_bench.py "$OUT"
 # The framework examples on the real stream types; 77 is an example's "skipped" (no torch, no
 # cupy here), which the log says, and is not a failure.
 for example in torch_stream cupy_stream training_profile; do
