@@ -401,8 +401,9 @@ def register_backend(spec: BackendSpec) -> None:
     :func:`eventapi.backends` (distribution ``"(registered in code)"``, no version) and selected
     as any installed backend is: by name, by ``EVENTAPI_BACKEND``, or by priority. It survives
     ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and a rescan of the installed plugins;
-    ``EVENTAPI_DISABLE_PLUGINS`` blocks it. Its probe runs when its row is first needed, off the calling thread within
-    ``EVENTAPI_PLUGIN_TIMEOUT``; its ``load`` when it is first selected. An installed
+    ``EVENTAPI_DISABLE_PLUGINS`` blocks it. Its probe runs when its row is first needed, off
+    the calling thread within ``EVENTAPI_PLUGIN_TIMEOUT``; its ``load`` when it is first
+    selected. An installed
     distribution claiming the same name makes both a conflict, as two distributions would.
     Thread-safe; what discovery knows of every other name is kept, and the objects of other
     backends stay cached.
