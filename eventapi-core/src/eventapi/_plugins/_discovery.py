@@ -403,8 +403,8 @@ def register_backend(spec: BackendSpec) -> None:
     ``EVENTAPI_DISABLE_PLUGIN_AUTOLOAD`` and a rescan of the installed plugins;
     ``EVENTAPI_DISABLE_PLUGINS`` blocks it. Its probe runs when its row is first needed, off
     the calling thread within ``EVENTAPI_PLUGIN_TIMEOUT``; its ``load`` when it is first
-    selected. An installed
-    distribution claiming the same name makes both a conflict, as two distributions would.
+    selected. An installed distribution claiming the same name makes both a conflict, as two
+    distributions would.
     Thread-safe; what discovery knows of every other name is kept, and the objects of other
     backends stay cached.
 
