@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# eventapi on a real NVIDIA GPU: one script, no downloads, about eight minutes at most.
+# eventapi on a real NVIDIA GPU: one script, no downloads; its steps' limits add up to 14 minutes.
 #
 # Expects cuda-bindings, cuda-core, pluggy, pytest, setuptools (and optionally torch, cupy,
 # triton) installed for $PYTHON (default python3). Installs eventapi-core and eventapi-cuda from

@@ -103,11 +103,20 @@ def run_bench(args: argparse.Namespace, out: TextIO) -> int:
     fn = _load(args.target)
     setup = _load(args.setup) if args.setup is not None else None
     api = backend(args.backend)
-    # Every other option is one of bench's keyword arguments, under its own name.
-    ours = {"command", "run", "target", "backend", "json", "setup"}
-    options = {name: value for name, value in vars(args).items() if name not in ours}
     try:
-        result = bench(fn, api=api, setup=setup, **options)
+        result = bench(
+            fn,
+            api=api,
+            setup=setup,
+            warmup_ms=args.warmup_ms,
+            rep_ms=args.rep_ms,
+            noise_target=args.noise_target,
+            min_n=args.min_n,
+            hold_stream=args.hold_stream,
+            calls_per_window=args.calls_per_window,
+            cold_cache=args.cold_cache,
+            graph=args.graph,
+        )
     except (ValueError, EventApiError):
         raise
     except Exception as exc:  # what fn or setup raised: theirs, reported, not a crash

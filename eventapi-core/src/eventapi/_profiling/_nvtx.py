@@ -131,7 +131,8 @@ class _Decided:
             self._done.set()
 
     def _after_fork(self) -> None:
-        # A child has no copy of a deciding thread: it decides again if the parent had not.
+        # A child has no copy of a deciding thread: it counts as started only where the
+        # parent had decided, so a child whose parent had not decides again.
         self._started = self._done.is_set()
 
 

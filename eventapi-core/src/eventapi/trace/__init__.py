@@ -74,8 +74,8 @@ def export_chrome_trace(
     device and label; nested windows as nested slices. The metadata carries each profiler's
     latest anchor uncertainty and how many spans it dropped (``dropped_spans``): spans a
     profiler no longer holds are not in the file (use a :class:`TraceWriter` as its ``sink``
-    for all of them). Does not collect: call :meth:`~eventapi.EventProfiler.collect` first for
-    windows stopped since.
+    for all of them). Reading ``spans`` collects first, so windows stopped since the last
+    collect are in the file, and reach each profiler's sink.
 
     The file is written completely or not at all: ``path`` is replaced only once the whole
     trace is on the disk, so a failure leaves what was there. ``slice_args=False`` writes
@@ -271,9 +271,12 @@ def gather_chrome_trace(
 
     Every rank of ``group`` (default: the whole job) must call it, as with any collective; each
     contributes the spans its ``profilers`` retain, with its own clock, and rank ``dst`` (a
-    global rank)
-    writes one trace to ``path`` with one process track per rank, placed as :func:`merge`
-    places files. The other ranks write nothing. Blocks until every rank has called it.
+    global rank) writes one trace to ``path`` with one process track per rank, placed as
+    :func:`merge` places files. The other ranks write nothing. Blocks until every rank has
+    called it. Reading the spans collects first, and hands what it collects to each
+    profiler's sink: a sink that raises on one rank raises there before the gather, and the
+    other ranks wait in it, as in any collective a rank leaves; call ``collect()`` before, so
+    that a sink's error comes from there.
 
     Raises :class:`RuntimeError` when ``torch.distributed`` is not installed or not
     initialised: without torch, write one file per process with :func:`export_chrome_trace`
