@@ -12,13 +12,14 @@ moves no reading.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn, final
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, final
 
 from eventapi import EventStateError
+
+from ._owned import Owned
 
 __all__ = ["CacheCalls", "CacheFlush", "FlushBuffer"]
 
@@ -42,13 +43,14 @@ class CacheCalls(NamedTuple):
 
 
 @final
-class FlushBuffer:
+class FlushBuffer(Owned):
     """A scratch buffer of the device's L2 size: what ``cache_flush_create`` returns.
 
     Users receive it; they never build one. It holds its backend object until destroyed, and
     ``copy``, ``deepcopy`` and ``pickle`` raise :class:`TypeError`: it has exactly one owner.
     """
 
+    _DESTROY = "cache_flush_destroy"
     __slots__ = ("_backend", "_lock", "_pointer", "nbytes")
 
     def __init__(self, backend: CacheFlush, pointer: Any, nbytes: int) -> None:
@@ -66,27 +68,8 @@ class FlushBuffer:
         state = " closed" if self.closed else ""
         return f"<{self._backend.BACKEND} cache flush buffer of {self.nbytes} bytes{state}>"
 
-    def _refuse_copy(self) -> NoReturn:
-        raise TypeError(f"{self!r} cannot be copied or pickled: it has exactly one owner")
-
-    def __copy__(self) -> NoReturn:
-        self._refuse_copy()
-
-    def __deepcopy__(self, memo: object) -> NoReturn:
-        self._refuse_copy()
-
-    def __reduce_ex__(self, protocol: object) -> NoReturn:
-        self._refuse_copy()
-
-    def __del__(self) -> None:
-        # The safety net of a buffer dropped without cache_flush_destroy(): freed, and logged.
-        if self._pointer is None or sys.is_finalizing():
-            return
-        _log.warning("%s was dropped without cache_flush_destroy(); freeing it", self)
-        try:
-            self._backend.cache_flush_destroy(self)
-        except Exception:
-            _log.warning("%s: freeing a dropped buffer failed", self, exc_info=True)
+    def _destroy(self) -> None:
+        self._backend.cache_flush_destroy(self)
 
 
 class CacheFlush:

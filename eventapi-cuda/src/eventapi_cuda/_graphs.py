@@ -15,13 +15,14 @@ the template, ready to launch on any stream of its backend object.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn, final
 
 from eventapi import EventStateError
+
+from ._owned import Owned
 
 __all__ = ["Graph", "GraphCalls", "GraphCapture"]
 
@@ -50,7 +51,7 @@ class GraphCalls(NamedTuple):
 
 
 @final
-class Graph:
+class Graph(Owned):
     """A graph captured from a stream, ready to launch: one executable graph of the driver.
 
     Users receive it from ``stream_end_capture``; they never build one. It holds its backend
@@ -58,6 +59,7 @@ class Graph:
     raise :class:`TypeError`: a driver handle has exactly one owner.
     """
 
+    _DESTROY = "graph_destroy"
     __slots__ = ("_backend", "_executable", "_lock")
 
     def __init__(self, backend: GraphCapture, executable: Any) -> None:
@@ -78,30 +80,8 @@ class Graph:
     def __repr__(self) -> str:
         return f"<{self._backend.BACKEND} graph{' closed' if self.closed else ''}>"
 
-    def _refuse_copy(self) -> NoReturn:
-        raise TypeError(
-            f"{self!r} cannot be copied or pickled: a driver handle has exactly one owner; pass "
-            "the same graph around instead"
-        )
-
-    def __copy__(self) -> NoReturn:
-        self._refuse_copy()
-
-    def __deepcopy__(self, memo: object) -> NoReturn:
-        self._refuse_copy()
-
-    def __reduce_ex__(self, protocol: object) -> NoReturn:
-        self._refuse_copy()
-
-    def __del__(self) -> None:
-        # The safety net of a graph dropped without graph_destroy(): released, and logged.
-        if self._executable is None or sys.is_finalizing():
-            return
-        _log.warning("%s: a graph was dropped without graph_destroy(); destroying it", self)
-        try:
-            self._backend.graph_destroy(self)
-        except Exception:
-            _log.warning("%s: destroying a dropped graph failed", self, exc_info=True)
+    def _destroy(self) -> None:
+        self._backend.graph_destroy(self)
 
 
 class GraphCapture:

@@ -1,0 +1,1 @@
+../../../eventapi-cuda/src/eventapi_cuda/_owned.py
