@@ -103,7 +103,7 @@ def test_the_merge_keeps_what_the_plain_walk_keeps(
     summary = DurationSummary()
     seen = durations(rng, shape, EXACT_UP_TO)
     summary.extend(seen)  # exact so far
-    for size in batches:  # fewer than _MERGE_EVERY each: buffered until ranks() merges them
+    for size in batches:  # fewer than MERGE_EVERY each: buffered until ranks() merges them
         batch = durations(rng, shape, size)
         summary.extend(batch)
         seen += batch

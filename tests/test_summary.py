@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from eventapi import EventProfiler
+from eventapi._profiling._sketch import EXACT_UP_TO, MERGE_EVERY
 from eventapi.host import HostBackend
 
 
@@ -59,16 +60,33 @@ def test_up_to_1000_spans_everything_is_exact(prof: EventProfiler[Any, Any]) -> 
 def test_past_1000_quantiles_stay_within_the_stated_rank_error(
     prof: EventProfiler[Any, Any],
 ) -> None:
-    durations = sorted(_windows(prof, "w", 4000))
+    # Past EXACT_UP_TO and then MERGE_EVERY more: a merge inside a collect, one in summary().
+    count = EXACT_UP_TO + MERGE_EVERY + 1000
+    durations = sorted(_windows(prof, "w", count))
     stats = prof.summary()["w"]
-    assert (stats.count, stats.total_ns) == (4000, sum(durations))
+    assert (stats.count, stats.total_ns) == (count, sum(durations))
     assert (stats.min_ns, stats.max_ns) == (durations[0], durations[-1])
-    assert stats.mean_ns == sum(durations) // 4000
-    assert stats.rank_error == 20  # 0.5 % of the count
-    assert _rank_miss(durations, stats.median_ns, 2000) <= stats.rank_error
+    assert stats.mean_ns == sum(durations) // count
+    assert stats.rank_error == count // 200  # 0.5 % of the count
+    assert _rank_miss(durations, stats.median_ns, math.ceil(count / 2)) <= stats.rank_error
     for q in QUANTILES:
-        target = math.ceil(q * 4000)
+        target = math.ceil(q * count)
         assert _rank_miss(durations, stats.quantile(q), target) <= stats.rank_error
+
+
+def test_names_interleaved_in_one_collect_are_summarised_apart(
+    prof: EventProfiler[Any, Any],
+) -> None:
+    for i in range(30):
+        with prof.window("a" if i % 3 else "b"):
+            pass
+    spans = prof.collect()
+    stats = prof.summary()
+    assert list(stats) == ["b", "a"]  # in first-collected order
+    for name, count in (("a", 20), ("b", 10)):
+        durations = sorted(span.duration_ns for span in spans if span.name == name)
+        assert (stats[name].count, stats[name].total_ns) == (count, sum(durations))
+        assert stats[name].median_ns == durations[(count - 1) // 2]
 
 
 def test_a_quantile_outside_0_to_1_is_refused(prof: EventProfiler[Any, Any]) -> None:

@@ -23,7 +23,7 @@ from typing import Final, final
 
 from .._ranks import rank_of
 
-__all__ = ["EXACT_UP_TO", "RANK_ERROR", "DurationSummary"]
+__all__ = ["EXACT_UP_TO", "MERGE_EVERY", "RANK_ERROR", "DurationSummary"]
 
 EXACT_UP_TO: Final = 1000
 """Values kept exactly per name; quantiles of at most this many values are exact."""
@@ -34,15 +34,22 @@ RANK_ERROR: Final = 0.005
 A median of 1,000,000 durations is then a duration whose rank lies within 5,000 of 500,000.
 """
 
-# New values wait in a buffer and enter the summary this many at a time: sorted, merged in one
-# pass, then compressed once. The paper inserts one value at a time and compresses every
-# 1 / (2 * RANK_ERROR) of them; each compression walks every entry in Python, which cost a
-# few microseconds per value at the profiler's collect. Merging a sorted batch gives each new
-# value the uncertainty of the gap it falls in: at most the upper entry's g + delta - 1
-# values lie there unseen, which is within the bound at the count after the batch, so every
-# answer stays within the error. The summary holds at most this many entries more than the
-# paper's between two merges.
-_MERGE_EVERY: Final = 1000
+MERGE_EVERY: Final = 4096
+"""Durations of one name that wait in a buffer before they enter its sketch, once exact ends.
+
+They enter it this many at a time: sorted, merged in one pass, then compressed once. The paper
+inserts one value at a time and compresses every ``1 / (2 * RANK_ERROR)`` of them; each
+compression walks every entry in Python, which cost a few microseconds per value at the
+profiler's collect. Merging a sorted batch gives each new value the uncertainty of the gap it
+falls in: at most the upper entry's ``g + delta - 1`` values lie there unseen, which is within
+the bound at the count after the batch, so every answer stays within the error. The summary
+holds at most this many entries more than the paper's between two merges.
+
+A merge takes a Python step per entry, and the durations of a fixed kernel on a coarse timer
+(a few hundred distinct values) keep several hundred entries: with 1,000 values a batch that
+walk was a quarter of a window's cost on the instant device (``benchmarks/fence_window.py``);
+at 4,096 it is a quarter of that, for 32 kB of buffer per name.
+"""
 
 
 @final
@@ -90,7 +97,7 @@ class DurationSummary:
             self.gs = array("q", [1]) * len(self.values)
             self.deltas = array("q", [0]) * len(self.values)
         self.buffer.extend(values)
-        if len(self.buffer) >= _MERGE_EVERY:
+        if len(self.buffer) >= MERGE_EVERY:
             self._merge()
 
     @property
