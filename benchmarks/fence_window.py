@@ -56,6 +56,7 @@ import callgrind
 import eventapi
 from eventapi import EventFence, EventProfiler
 from eventapi._profiling._anchor import ANCHOR_SAMPLES
+from eventapi._profiling._sketch import MERGE_EVERY
 
 T = TypeVar("T")
 
@@ -154,6 +155,16 @@ def windows_raw(
         ok(raw.record(start, stream))
         ok(raw.record(end, stream))
         pending.append((start, end))
+
+
+def whole_merges(batch: int) -> int:
+    """Operations per timed run unless ``--n`` says otherwise: the windows of one name between
+    two merges of its summary's sketch (:data:`MERGE_EVERY` durations), in whole collects.
+
+    A merge takes a millisecond or so every few thousand windows. A run that holds one pays its
+    share; shorter runs would each hold one or none, and their median would say which.
+    """
+    return -(-MERGE_EVERY // batch) * batch
 
 
 def batches(n: int, batch: int) -> list[int]:
@@ -566,7 +577,12 @@ def table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("backend", help="cuda, hip or host")
-    parser.add_argument("--n", type=int, default=500, help="operations per timed run")
+    parser.add_argument(
+        "--n",
+        type=int,
+        help="operations per timed run (default: the windows between two of the summary's "
+        "merges, in whole collects: 4,100 for batches of 100)",
+    )
     parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
     parser.add_argument("--batch", type=int, default=100, help="windows per collect")
     parser.add_argument("--json", metavar="FILE", help="also write the result as JSON")
@@ -582,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--loop", nargs=2, metavar=("VARIANT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.n is None:
+        args.n = whole_merges(args.batch)
     if args.loop:
         run_loop(args.backend, args.loop[0], int(args.loop[1]), args.batch)
         return 0
