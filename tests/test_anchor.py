@@ -347,3 +347,13 @@ def test_a_placement_lies_within_its_bound_of_every_truth_the_anchors_allow(
                     f"long: placed {placed_ns - true_ns:+.0f} ns from a truth the anchors and "
                     f"readings allow, bound {bound_ns} ns"
                 )
+
+
+@pytest.mark.parametrize("host_ns", [2**53 + 1, 2**62 + 3])
+def test_a_placement_keeps_every_nanosecond_of_a_host_time_past_2_53(host_ns: int) -> None:
+    # A host clock counting from boot passes 2**53 ns after 104 days; a float rounds such a
+    # time to an even number (or a multiple of 1024 at 2**62), an integer keeps it.
+    placement = Placement(Anchor(host_ns=host_ns, uncertainty_ns=10))
+    starts, ends, _ = placement.spans([0, 1_000, 5_000], [0, 0, 2_000])
+    assert starts == [host_ns, host_ns - 1_000, host_ns - 5_000]
+    assert ends == [host_ns, host_ns - 1_000, host_ns - 3_000]
