@@ -96,6 +96,8 @@ _labels = itertools.count()
 _START: Final = operator.attrgetter("_start")
 _END: Final = operator.attrgetter("_end")
 _NAME: Final = operator.attrgetter("_name")
+_OUTER: Final = operator.attrgetter("_outer")
+_new: Final = object.__new__
 
 
 @final
@@ -118,12 +120,12 @@ class Window(SingleOwner, Generic[E]):
 
     # _outer: the innermost window open when this one opened (None for an outermost one); the
     # profiler's innermost open window links to the others through it, as a stack.
+    # Set by EventProfiler.window, the one place that makes a window: _profiler, _name and
+    # _state at once, the others as the window opens and stops.
     __slots__ = ("_end", "_name", "_outer", "_profiler", "_start", "_state")
-
-    def __init__(self, profiler: EventProfiler[E, Any], name: str) -> None:
-        self._profiler = profiler
-        self._name = name
-        self._state = _NEW
+    _profiler: EventProfiler[E, Any]
+    _name: str
+    _state: int
 
     @property
     def name(self) -> str:
@@ -234,7 +236,7 @@ class Window(SingleOwner, Generic[E]):
 
         @wraps(fn)
         def timed(*args: P.args, **kwargs: P.kwargs) -> R:
-            with Window(profiler, name):
+            with profiler.window(name):
                 return fn(*args, **kwargs)
 
         return timed
@@ -531,7 +533,12 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """
         if not isinstance(name, str):
             raise TypeError(f"a window name must be a str, got {bounded_repr(name)}")
-        return Window(self, name)
+        # No __init__: a constructor would be a frame of its own on every window's path.
+        window: Window[E] = _new(Window)
+        window._profiler = self
+        window._name = name
+        window._state = _NEW
+        return window
 
     def start(self, name: str) -> Window[E]:
         """Open a window named ``name`` now: one event record into the stream, no wait.
@@ -777,7 +784,7 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             starts: list[E] = list(map(_START, windows))
             ends: list[E] = list(map(_END, windows))
             names: list[str] = list(map(_NAME, windows))
-            depths = [0 if w._outer is None else len(_chain(w._outer)) for w in windows]
+            depths = _depths(windows)
             if in_graphs:
                 starts += [w.start for w in in_graphs]
                 ends += [cast("E", w.end) for w in in_graphs]
@@ -817,9 +824,13 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         """Add the spans read, ``names[i]`` lasting ``durations[i]``, to the summary and the
         retained spans."""
         # Grouped by name first: each name's summary then takes its durations in one call.
-        by_name: defaultdict[str, list[int]] = defaultdict(list)
-        for name, duration_ns in zip(names, durations, strict=True):
-            by_name[name].append(duration_ns)
+        by_name: dict[str, list[int]]
+        if names.count(names[0]) == len(names):  # one name, as a collect often has
+            by_name = {names[0]: durations}
+        else:
+            by_name = defaultdict(list)
+            for name, duration_ns in zip(names, durations, strict=True):
+                by_name[name].append(duration_ns)
         summaries = self._summaries
         for name, of_name in by_name.items():
             summary = summaries.get(name)
@@ -1103,6 +1114,13 @@ def _refusal(label: str, call: str, holder: str) -> str:
         "other between calls, or hold a lock of your own around every use of it (see "
         "docs/profiling.md)"
     )
+
+
+def _depths(windows: list[Window[E]]) -> list[int]:
+    """Each window's depth: zeros, without a step a window, unless one opened inside another."""
+    if not any(map(_OUTER, windows)):
+        return [0] * len(windows)
+    return [0 if w._outer is None else len(_chain(w._outer)) for w in windows]
 
 
 def _chain(window: Window[E] | None) -> list[Window[E]]:
