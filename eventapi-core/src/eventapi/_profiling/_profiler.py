@@ -45,7 +45,7 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable
 from functools import partial, wraps
-from typing import Any, Final, Generic, NamedTuple, ParamSpec, TypeVar, cast, final
+from typing import Any, Final, Generic, ParamSpec, TypeVar, cast, final
 
 from .._arguments import bounded_repr, check_int
 from .._errors import EventStateError, UnsupportedError
@@ -1012,11 +1012,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
 
 
 @final
-class _Reading(NamedTuple):
+class _Reading:
     """A ``with`` claiming ``profiler`` for the reader ``call`` (see the module docstring)."""
 
-    profiler: EventProfiler[Any, Any]
-    call: str
+    __slots__ = ("call", "profiler")
+
+    def __init__(self, profiler: EventProfiler[Any, Any], call: str) -> None:
+        self.profiler = profiler
+        self.call = call
 
     def __enter__(self) -> None:
         profiler = self.profiler
