@@ -67,7 +67,7 @@ else:
 
         if name == "__version__":
             metadata = import_module(f"{__name__}._metadata")
-            value: object = metadata.installed_version("eventapi-core") or "0+unknown"
+            value: object = metadata.version_of("eventapi-core") or "0+unknown"
         elif where is None:
             value = import_module(f"{__name__}.{name}")
         else:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
 
-__all__ = ["installed_version", "name_and_version"]
+__all__ = ["name_and_version", "version_of"]
 
 
 def name_and_version(dist: Distribution) -> tuple[str, str]:
@@ -38,7 +38,7 @@ def name_and_version(dist: Distribution) -> tuple[str, str]:
     return dist.name, dist.version
 
 
-def installed_version(distribution: str) -> str | None:
+def version_of(distribution: str) -> str | None:
     """The installed ``distribution``'s version, as its metadata says; None when not installed.
 
     ``eventapi.__version__`` is this for ``eventapi-core``: one version, the one pip installed,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._arguments import bounded_repr, check_path_text
-from .._metadata import installed_version as _installed_version
+from .._metadata import version_of
 
 if TYPE_CHECKING:
     import ctypes
@@ -99,7 +99,7 @@ def installed_version(distribution: str) -> str | None:
         raise wrong_type(
             "installed_version: distribution", "a distribution's name as a str", distribution
         )
-    return _installed_version(distribution)
+    return version_of(distribution)
 
 
 def wrong_type(what: str, expected: str, value: object) -> TypeError:
