@@ -201,10 +201,6 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _import(name: str) -> Any:
-    return importlib.import_module(name)
-
-
 @contextmanager
 def _on(torch: Any, stream: Any) -> Iterator[None]:
     with torch.cuda.stream(torch_stream_for(torch, stream)):
@@ -286,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="./gpu-results", help="directory for kernel_bench.json")
     args = parser.parse_args(argv)
     try:
-        torch = _import("torch")
+        torch = importlib.import_module("torch")
     except ImportError:
         print("skipped: torch is not installed")
         return SKIP
@@ -296,8 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     triton: Any = None
     triton_missing = "triton not installed"
     try:
-        triton = _import("triton")
-        _import("triton.testing")
+        triton = importlib.import_module("triton")
+        importlib.import_module("triton.testing")
     except ImportError:
         triton = None
     except Exception as exc:  # installed but broken (no compiler, a mismatched CUDA): say so
