@@ -8,8 +8,10 @@ window's open and close apart from its share of the collects, eventapi's and the
 
 Each operation is done through eventapi and through the same binding calls written by hand
 (``cuda.bindings.driver`` or ``hip.hip``, status checked as a careful caller would), in one
-process, on one stream, interleaved: every repetition times each variant once, and the table
-reports the median per operation and the ratio of the medians.
+process, on one stream, interleaved: every repetition runs each variant for ``--n`` operations,
+the variants taking turns of 5 collects' worth (``taking_turns``), and the table reports the
+median per operation and the ratio of the medians. ``--n`` is by default the windows between
+two merges of the profiler's summary (``whole_merges``), so that every repetition pays one.
 
 Both variants make every call the contract requires: one capture check before each fence and
 each window (the raw variants call ``cuStreamIsCapturing`` / ``hipStreamIsCapturing`` once), so
@@ -49,7 +51,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import callgrind
 
@@ -203,7 +205,7 @@ def _collect_raw(raw: Raw, stream: Any, pool: list[Any], pending: list[tuple[Any
 # -- the peer: NVIDIA's cuda.core, on its own stream of the same device ------------------------
 
 
-def peer_variants(backend: str, n: int, batch: int) -> tuple[dict[str, Callable[[], None]], Any]:
+def peer_variants(backend: str, batch: int) -> tuple[dict[str, Callable[[int], None]], Any]:
     """cuda.core's fence and window, when the backend is cuda and cuda.core imports.
 
     Returns the variants and a closer for what they hold. cuda.core's own idiom: a fence is a
@@ -224,13 +226,13 @@ def peer_variants(backend: str, n: int, batch: int) -> tuple[dict[str, Callable[
     pool = [stream.record(options=timing) for _ in range(2 * batch + ANCHOR_SAMPLES)]
     stream.sync()
 
-    def fence() -> None:
+    def fence(n: int) -> None:
         for _ in range(n):
             event = stream.record(options=timing)
             event.sync()
             event.close()
 
-    def window() -> None:
+    def window(n: int) -> None:
         pending: list[tuple[Any, Any]] = []
         for i in range(n):
             start, end = pool.pop(), pool.pop()
@@ -268,8 +270,8 @@ def peer_variants(backend: str, n: int, batch: int) -> tuple[dict[str, Callable[
 
 
 def driver_variants(
-    api: Any, stream: Any, n: int, batch: int
-) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
+    api: Any, stream: Any, batch: int
+) -> tuple[dict[str, Callable[[int], None]], Callable[[], None]]:
     """The backend calls eventapi's fence and window make, alone.
 
     Nothing of the core runs around them: each is the fused call the fence or the profiler
@@ -291,7 +293,7 @@ def driver_variants(
     pool = [fast.event_create() for _ in range(2 * batch + ANCHOR_SAMPLES + 1)]
     spare = [pool.pop()]
 
-    def fence() -> None:
+    def fence(n: int) -> None:
         for _ in range(n):
             event = spare.pop()
             if not record_checked(event, target):
@@ -299,7 +301,7 @@ def driver_variants(
             wait(event)
             spare.append(event)
 
-    def window() -> None:
+    def window(n: int) -> None:
         pending: list[tuple[Any, Any]] = []
         for i in range(n):
             start = pool.pop()
@@ -348,19 +350,43 @@ def wakeup_counter() -> Callable[[], int] | None:
     return lambda: int(counter())
 
 
-def wakeups_per_op(counter: Callable[[], int], run: Callable[[], None], n: int) -> float:
+def wakeups_per_op(counter: Callable[[], int], run: Callable[[int], None], n: int) -> float:
     """How many times one run woke a sleeping stream worker of the emulated driver, per
     operation: a host-side cost of the emulation that a real device does not have, and one
     that grows on a loaded machine."""
     before = counter()
-    run()
+    run(n)
     return (counter() - before) / n
 
 
-def per_op_ns(run: Callable[[], None], n: int) -> float:
-    begin = time.perf_counter_ns()
-    run()
-    return (time.perf_counter_ns() - begin) / n
+TURN: Final = 5
+"""Collects' worth of operations a variant runs before the next variant's turn."""
+
+
+def taking_turns(
+    variants: dict[str, Callable[[int], None]], n: int, reps: int, turn: int
+) -> dict[str, list[float]]:
+    """Nanoseconds per operation of every variant in each of ``reps`` runs of ``n`` operations.
+
+    Within a run the variants take turns, ``turn`` operations each (whole collects), and each
+    variant's turns are summed: what slows the machine for a while (a busy process's time
+    slice, a change of clock speed) falls on every variant alike, where a run of ``n`` at a
+    time would give it to one variant. Each variant first runs ``n`` operations to warm up
+    (a profiler's summary then holds a sketch, which a run's merge goes into).
+    """
+    for run in variants.values():
+        run(n)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(reps):
+        spent = dict.fromkeys(variants, 0)
+        for count in batches(n, turn):
+            for name, run in variants.items():
+                begin = time.perf_counter_ns()
+                run(count)
+                spent[name] += time.perf_counter_ns() - begin
+        for name, total in spent.items():
+            samples[name].append(total / n)
+    return samples
 
 
 @dataclass(frozen=True)
@@ -428,18 +454,13 @@ def own_loops(
 def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
     """Median ns per operation for every variant; see the module docstring."""
     with setup(backend, batch) as on:
-        variants: dict[str, Callable[[], None]] = {
-            name: partial(loop, n)
-            for name, loop in own_loops(on.api, on.raw, on.stream, on.profiler, on.pool, batch)
-        }
-        peers, close_peers = peer_variants(backend, n, batch)
+        variants = dict(own_loops(on.api, on.raw, on.stream, on.profiler, on.pool, batch))
+        peers, close_peers = peer_variants(backend, batch)
         variants.update(peers)
-        floors, close_floors = driver_variants(on.api, on.stream, n, batch)
+        floors, close_floors = driver_variants(on.api, on.stream, batch)
         variants.update(floors)
         try:
-            samples = interleaved(
-                {name: partial(per_op_ns, run, n) for name, run in variants.items()}, reps
-            )
+            samples = taking_turns(variants, n, reps, TURN * batch)
             # Counted in a run of its own, after the timed ones, so the count cannot perturb them.
             counter = wakeup_counter()
             wakeups = (
