@@ -1,10 +1,11 @@
 """What eventapi costs over the raw binding: a fence, and a profiler window.
 
-Usage: ``python benchmarks/fence_window.py BACKEND [--n N] [--reps R] [--batch B] [--json F]
-[--instructions | --phases]`` with BACKEND ``cuda`` or ``hip`` (``host`` too, for eventapi's side
-only: it has no binding). ``--instructions`` counts instructions per operation of eventapi's and
-the raw variants instead of timing them (valgrind; see ``callgrind.py``); ``--phases`` times a
-window's open and close apart from its share of the collects, eventapi's and the raw loop's.
+Usage: ``python benchmarks/fence_window.py BACKEND [--n N] [--reps R] [--batch B] [--clock
+{wall,cpu}] [--json F] [--instructions | --phases]`` with BACKEND ``cuda`` or ``hip`` (``host`` too,
+for eventapi's side only: it has no binding). ``--instructions`` counts instructions per operation
+of eventapi's and the raw variants instead of timing them (valgrind; see ``callgrind.py``);
+``--phases`` times a window's open and close apart from its share of the collects, eventapi's and
+the raw loop's.
 
 Each operation is done through eventapi and through the same binding calls written by hand
 (``cuda.bindings.driver`` or ``hip.hip``, status checked as a careful caller would), in one
@@ -12,6 +13,13 @@ process, on one stream, interleaved: every repetition runs each variant for ``--
 the variants taking turns of 5 collects' worth (``taking_turns``), and the table reports the
 median per operation and the ratio of the medians. ``--n`` is by default the windows between
 two merges of the profiler's summary (``whole_merges``), so that every repetition pays one.
+
+``--clock`` says what a turn is timed by: ``wall`` (the default, ``time.perf_counter_ns``) or
+``cpu``, the CPU time of the thread that runs every variant (``time.thread_time_ns``). ``cpu``
+is for the instant device (``EMU_INSTANT=1``), where every call completes on that thread (the
+report's wake-ups per operation are 0.00): there it is the whole host cost, and a busy
+process's time slice, which lands on whichever turn it interrupts, is not in it. Where the
+device is a worker thread, or a GPU, a wait is part of the cost and only the wall clock has it.
 
 Both variants make every call the contract requires: one capture check before each fence and
 each window (the raw variants call ``cuStreamIsCapturing`` / ``hipStreamIsCapturing`` once), so
@@ -359,20 +367,28 @@ def wakeups_per_op(counter: Callable[[], int], run: Callable[[int], None], n: in
     return (counter() - before) / n
 
 
+CLOCKS: Final = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
+"""What ``--clock`` may time a turn by: the host's wall clock, or this thread's CPU time."""
+
 TURN: Final = 5
 """Collects' worth of operations a variant runs before the next variant's turn."""
 
 
 def taking_turns(
-    variants: dict[str, Callable[[int], None]], n: int, reps: int, turn: int
+    variants: dict[str, Callable[[int], None]],
+    n: int,
+    reps: int,
+    turn: int,
+    clock: Callable[[], int] = time.perf_counter_ns,
 ) -> dict[str, list[float]]:
     """Nanoseconds per operation of every variant in each of ``reps`` runs of ``n`` operations.
 
     Within a run the variants take turns, ``turn`` operations each (whole collects), and each
     variant's turns are summed: what slows the machine for a while (a busy process's time
     slice, a change of clock speed) falls on every variant alike, where a run of ``n`` at a
-    time would give it to one variant. Each variant first runs ``n`` operations to warm up
-    (a profiler's summary then holds a sketch, which a run's merge goes into).
+    time would give it to one variant. Each turn is timed by ``clock`` (see ``CLOCKS``). Each
+    variant first runs ``n`` operations to warm up (a profiler's summary then holds a sketch,
+    which a run's merge goes into).
     """
     for run in variants.values():
         run(n)
@@ -381,9 +397,9 @@ def taking_turns(
         spent = dict.fromkeys(variants, 0)
         for count in batches(n, turn):
             for name, run in variants.items():
-                begin = time.perf_counter_ns()
+                begin = clock()
                 run(count)
-                spent[name] += time.perf_counter_ns() - begin
+                spent[name] += clock() - begin
         for name, total in spent.items():
             samples[name].append(total / n)
     return samples
@@ -451,7 +467,7 @@ def own_loops(
     return loops
 
 
-def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
+def measure(backend: str, n: int, reps: int, batch: int, clock: str = "wall") -> dict[str, Any]:
     """Median ns per operation for every variant; see the module docstring."""
     with setup(backend, batch) as on:
         variants = dict(own_loops(on.api, on.raw, on.stream, on.profiler, on.pool, batch))
@@ -460,7 +476,7 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
         floors, close_floors = driver_variants(on.api, on.stream, batch)
         variants.update(floors)
         try:
-            samples = taking_turns(variants, n, reps, TURN * batch)
+            samples = taking_turns(variants, n, reps, TURN * batch, CLOCKS[clock])
             # Counted in a run of its own, after the timed ones, so the count cannot perturb them.
             counter = wakeup_counter()
             wakeups = (
@@ -477,6 +493,7 @@ def measure(backend: str, n: int, reps: int, batch: int) -> dict[str, Any]:
         "n": n,
         "reps": reps,
         "batch": batch,
+        "clock": clock,
         "median_ns": medians,
     }
     if wakeups is not None:
@@ -606,6 +623,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
     parser.add_argument("--batch", type=int, default=100, help="windows per collect")
+    parser.add_argument(
+        "--clock",
+        choices=tuple(CLOCKS),
+        default="wall",
+        help="time each turn by the wall clock, or by this thread's CPU time (for the instant "
+        "device, where every call completes on this thread)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     parser.add_argument(
         "--instructions",
@@ -630,8 +654,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.phases:
         print_phases(args.backend, args.n, args.reps, args.batch)
         return 0
-    result = measure(args.backend, args.n, args.reps, args.batch)
-    print(f"backend {args.backend}: median of {args.reps} interleaved runs of {args.n} each")
+    result = measure(args.backend, args.n, args.reps, args.batch, args.clock)
+    print(
+        f"backend {args.backend}: median of {args.reps} interleaved runs of {args.n} each, "
+        f"{args.clock} time"
+    )
     print(table(result))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
