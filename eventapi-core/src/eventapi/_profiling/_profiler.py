@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import operator
 import os
 import sys
 import threading
@@ -92,11 +91,6 @@ _UNUSUAL: Final = "tool ranges or windows in graphs"
 _CLOSED: Final = "closed"
 
 _labels = itertools.count()
-# What a collect reads of each window, a column at a time.
-_START: Final = operator.attrgetter("_start")
-_END: Final = operator.attrgetter("_end")
-_NAME: Final = operator.attrgetter("_name")
-_OUTER: Final = operator.attrgetter("_outer")
 _new: Final = object.__new__
 
 
@@ -781,13 +775,14 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             reference = samples[0]
             earlier = self._earlier_than(reference)
             # A column of each field, the windows in graphs after the others.
-            starts: list[E] = list(map(_START, windows))
-            ends: list[E] = list(map(_END, windows))
-            names: list[str] = list(map(_NAME, windows))
+            own_starts: list[E] = [w._start for w in windows]
+            own_ends: list[E] = [w._end for w in windows]
+            starts, ends = own_starts, own_ends
+            names = [w._name for w in windows]
             depths = _depths(windows)
             if in_graphs:
-                starts += [w.start for w in in_graphs]
-                ends += [cast("E", w.end) for w in in_graphs]
+                starts = own_starts + [w.start for w in in_graphs]
+                ends = own_ends + [cast("E", w.end) for w in in_graphs]
                 names += [w.name for w in in_graphs]
                 depths += [w.depth for w in in_graphs]
             # Each window's duration, then how far its start lies before the anchor: one call.
@@ -814,9 +809,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             for w in windows:
                 w._state = _DONE
             pending[:taken] = [w for w in pending[:taken] if w._state != _DONE]
-        free = self._free
-        free.extend(map(_START, windows))
-        free.extend(map(_END, windows))
+        self._free += own_starts
+        self._free += own_ends
         self._account(names, durations, spans)
         return spans
 
@@ -1120,8 +1114,8 @@ def _refusal(label: str, call: str, holder: str) -> str:
 
 
 def _depths(windows: list[Window[E]]) -> list[int]:
-    """Each window's depth: zeros, without a step a window, unless one opened inside another."""
-    if not any(map(_OUTER, windows)):
+    """Each window's depth: all zeros unless one opened inside another."""
+    if not any([w._outer for w in windows]):
         return [0] * len(windows)
     return [0 if w._outer is None else len(_chain(w._outer)) for w in windows]
 
