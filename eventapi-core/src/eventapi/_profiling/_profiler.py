@@ -774,7 +774,9 @@ class EventProfiler(SingleOwner, Generic[E, S]):
         try:
             reference = samples[0]
             earlier = self._earlier_than(reference)
-            # A column of each field, the windows in graphs after the others.
+            # A column of each field, the windows in graphs after the others. own_starts and
+            # own_ends stay lists of their own: their events go back to the pool, and the
+            # graphs' events must not.
             own_starts: list[E] = [w._start for w in windows]
             own_ends: list[E] = [w._end for w in windows]
             starts, ends = own_starts, own_ends
@@ -809,8 +811,8 @@ class EventProfiler(SingleOwner, Generic[E, S]):
             for w in windows:
                 w._state = _DONE
             pending[:taken] = [w for w in pending[:taken] if w._state != _DONE]
-        self._free += own_starts
-        self._free += own_ends
+        self._free.extend(own_starts)
+        self._free.extend(own_ends)
         self._account(names, durations, spans)
         return spans
 
