@@ -357,3 +357,17 @@ def test_a_placement_keeps_every_nanosecond_of_a_host_time_past_2_53(host_ns: in
     starts, ends, _ = placement.spans([0, 1_000, 5_000], [0, 0, 2_000])
     assert starts == [host_ns, host_ns - 1_000, host_ns - 5_000]
     assert ends == [host_ns, host_ns - 1_000, host_ns - 3_000]
+
+
+def test_a_distance_half_a_nanosecond_past_a_whole_one_rounds_up() -> None:
+    # A device clock running exactly twice the host's: one device ns back is half a host ns.
+    # The distance rounds half up (as the changelog says), so the host time goes half down.
+    host_ns = 10**12
+    previous = Anchor(host_ns=host_ns - 10**9, uncertainty_ns=10)
+    placement = Placement(
+        Anchor(host_ns=host_ns, uncertainty_ns=10),
+        (Earlier(previous, 2 * 10**9, _reading_error(2 * 10**9)),),
+    )
+    starts, ends, _ = placement.spans([1, 3, 4], [0, 0, 1])
+    assert starts == [host_ns - 1, host_ns - 2, host_ns - 2]
+    assert ends == [host_ns - 1, host_ns - 2, host_ns - 2]

@@ -239,10 +239,11 @@ class Placement:
         measured rate. Raises :class:`ValueError` when the two sequences differ in length.
         """
         # An end distance is clamped at zero, as the readings are: an end the readings put
-        # after the anchor lies at it. Distances are converted and rounded (half up, as
-        # floor(x + 0.5): round() looks its method up on every call, at twice the cost), then
-        # taken from the anchor's host time in integers: a float holds a host time to the
-        # nanosecond only below 2**53 ns (104 days of a clock counting from boot).
+        # after the anchor lies at it. Distances are converted and rounded half up (so a host
+        # time half down) by floor(x + 0.5), exact below 2**52 ns of distance: round() looks
+        # its method up on every call, at twice the cost. They are taken from the anchor's
+        # host time in integers: a float holds a host time to the nanosecond only below
+        # 2**53 ns (104 days of a clock counting from boot).
         host_ns, to_host, base = self._host_ns, self._to_host, self._base
         slope, readout, ceil, floor = self._slope, self._readout, math.ceil, math.floor
         return (
