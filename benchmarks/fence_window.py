@@ -14,12 +14,15 @@ the variants taking turns of 5 collects' worth (``taking_turns``), and the table
 median per operation and the ratio of the medians. ``--n`` is by default the windows between
 two merges of the profiler's summary (``whole_merges``), so that every repetition pays one.
 
-``--clock`` says what a turn is timed by: ``wall`` (the default, ``time.perf_counter_ns``) or
-``cpu``, the CPU time of the thread that runs every variant (``time.thread_time_ns``). ``cpu``
-is for the instant device (``EMU_INSTANT=1``), where every call completes on that thread (the
-report's wake-ups per operation are 0.00): there it is the whole host cost, and a busy
-process's time slice, which lands on whichever turn it interrupts, is not in it. Where the
-device is a worker thread, or a GPU, a wait is part of the cost and only the wall clock has it.
+``--clock`` says what a turn (and each phase of ``--phases``) is timed by: ``wall`` (the
+default, ``time.perf_counter_ns``) or ``cpu``, the CPU time of this process, all its threads
+(``time.process_time_ns``). ``cpu`` is for the instant device (``EMU_INSTANT=1``), where every
+call completes on the calling thread and no wait sleeps: there it is the whole host cost, and a
+busy process's time slice, which lands on whichever turn it interrupts, is not in it (the cache
+and the core that process shares still are). The report's wake-ups per operation show the
+premise: a woken emulated worker means a wait the CPU time leaves out, and the report says so.
+Where the device is a worker thread, or a GPU, a wait is part of the cost and only the wall
+clock has it.
 
 Both variants make every call the contract requires: one capture check before each fence and
 each window (the raw variants call ``cuStreamIsCapturing`` / ``hipStreamIsCapturing`` once), so
@@ -367,8 +370,8 @@ def wakeups_per_op(counter: Callable[[], int], run: Callable[[int], None], n: in
     return (counter() - before) / n
 
 
-CLOCKS: Final = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
-"""What ``--clock`` may time a turn by: the host's wall clock, or this thread's CPU time."""
+CLOCKS: Final = {"wall": time.perf_counter_ns, "cpu": time.process_time_ns}
+"""What ``--clock`` may time a turn by: the host's wall clock, or this process's CPU time."""
 
 TURN: Final = 5
 """Collects' worth of operations a variant runs before the next variant's turn."""
@@ -379,7 +382,7 @@ def taking_turns(
     n: int,
     reps: int,
     turn: int,
-    clock: Callable[[], int] = time.perf_counter_ns,
+    clock: Callable[[], int] = CLOCKS["wall"],
 ) -> dict[str, list[float]]:
     """Nanoseconds per operation of every variant in each of ``reps`` runs of ``n`` operations.
 
@@ -505,26 +508,33 @@ def measure(backend: str, n: int, reps: int, batch: int, clock: str = "wall") ->
 
 
 def phases(
-    windows: Callable[[int], None], collect: Callable[[], object], n: int, batch: int
+    windows: Callable[[int], None],
+    collect: Callable[[], object],
+    n: int,
+    batch: int,
+    clock: Callable[[], int],
 ) -> tuple[float, float]:
     """Nanoseconds per window spent opening and closing windows, and in the collects."""
     opening = collecting = 0
     for count in batches(n, batch):
-        begin = time.perf_counter_ns()
+        begin = clock()
         windows(count)
-        middle = time.perf_counter_ns()
+        middle = clock()
         collect()
-        collecting += time.perf_counter_ns() - middle
+        collecting += clock() - middle
         opening += middle - begin
     return opening / n, collecting / n
 
 
-def print_phases(backend: str, n: int, reps: int, batch: int) -> None:
+def print_phases(backend: str, n: int, reps: int, batch: int, clock: str) -> None:
     """A window's open-and-close and its share of a collect, eventapi's and the raw loop's."""
+    timer = CLOCKS[clock]
     with setup(backend, batch) as on:
         prof = on.profiler
         variants: dict[str, Callable[[], tuple[float, float]]] = {
-            "eventapi": partial(phases, partial(windows_eventapi, prof), prof.collect, n, batch)
+            "eventapi": partial(
+                phases, partial(windows_eventapi, prof), prof.collect, n, batch, timer
+            )
         }
         if on.raw is not None:
             pending: list[tuple[Any, Any]] = []
@@ -535,9 +545,13 @@ def print_phases(backend: str, n: int, reps: int, batch: int) -> None:
                 partial(_collect_raw, on.raw, native, on.pool, pending),
                 n,
                 batch,
+                timer,
             )
         samples = interleaved(variants, reps)
-    print(f"backend {backend}: a window's phases, median of {reps} interleaved runs of {n}")
+    print(
+        f"backend {backend}: a window's phases, median of {reps} interleaved runs of {n}, "
+        f"{clock} time"
+    )
     print(f"| per window (us) | open+close | collect, amortized over {batch} | both |")
     print("|---|---:|---:|---:|")
     for name, runs in samples.items():
@@ -609,6 +623,8 @@ def table(result: dict[str, Any]) -> str:
     if wakeups is not None:
         counts = ", ".join(f"{name} {count:.2f}" for name, count in wakeups.items())
         rows.append(f"\nemulated driver, worker wake-ups per operation: {counts}")
+        if result["clock"] == "cpu" and any(wakeups.values()):
+            rows.append("CPU time leaves out the waits for those wake-ups: use --clock wall")
     return "\n".join(rows)
 
 
@@ -627,8 +643,8 @@ def main(argv: list[str] | None = None) -> int:
         "--clock",
         choices=tuple(CLOCKS),
         default="wall",
-        help="time each turn by the wall clock, or by this thread's CPU time (for the instant "
-        "device, where every call completes on this thread)",
+        help="time each turn by the wall clock, or by this process's CPU time (for the instant "
+        "device, where every call completes on the calling thread)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     parser.add_argument(
@@ -649,10 +665,12 @@ def main(argv: list[str] | None = None) -> int:
         run_loop(args.backend, args.loop[0], int(args.loop[1]), args.batch)
         return 0
     if args.instructions:
+        if args.clock != "wall":
+            parser.error("--instructions counts instructions: it takes no --clock")
         print_instructions(args.backend, args.n, args.batch)
         return 0
     if args.phases:
-        print_phases(args.backend, args.n, args.reps, args.batch)
+        print_phases(args.backend, args.n, args.reps, args.batch, args.clock)
         return 0
     result = measure(args.backend, args.n, args.reps, args.batch, args.clock)
     print(
