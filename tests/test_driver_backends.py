@@ -214,94 +214,58 @@ def test_fence_recorded_here_is_waited_on_a_thread_that_never_called_the_driver(
     assert api.live_handles() == (0, 0)
 
 
-# How long the stream stays held once the wait is inside the driver's synchronize, in the test
-# below: a spinning wait looks at the stream over and over meanwhile, a sleeping one only when
-# woken. It decides how surely a spinning build is caught, never whether a working one passes.
-BUSY_S = 0.06
-SCHED_YIELD = 2  # CU_CTX_SCHED_YIELD, hipDeviceScheduleYield: a spinning wait yields between looks
-
-
-def _schedule_device_0(kind: DriverName, flags: int) -> int:
-    """Set device 0's scheduling flags through the binding; return the ones it had."""
-    if kind == "cuda":
-        from cuda.bindings import driver
-
-        err, had, _ = driver.cuDevicePrimaryCtxGetState(0)
-        assert not err, err
-        (err,) = driver.cuDevicePrimaryCtxSetFlags(0, flags)
-        assert not err, err
-        return int(had)
-    hip = _hip()
-
-    def swap() -> int:  # HIP sets the current device's flags: device 0, on a thread of its own
-        (err,) = hip.hipSetDevice(0)
-        assert not err, err
-        err, had = hip.hipGetDeviceFlags()
-        assert not err, err
-        (err,) = hip.hipSetDeviceFlags(flags)
-        assert not err, err
-        return int(had)
-
-    swapping = Waiter(swap)
-    swapping.result()
-    return cast("int", swapping.value)
+# How long the stream stays held once the wait is inside the driver's wait, in the test below:
+# a spinning wait looks at the event at least once (it is unfinished when the wait begins) and
+# over and over meanwhile, a sleeping one never. The hold is not what the test rests on.
+BUSY_S = 0.01
 
 
 @pytest.mark.parametrize("main", [True, False], ids=["main-thread", "other-thread"])
 def test_a_long_fence_wait_sleeps_instead_of_spinning(
-    kind: DriverName,
-    api: Api,
-    stream: Stream,
-    emu: EmulatedDriver,
-    spelled: Spelling,
-    main: bool,
+    api: Api, stream: Stream, emu: EmulatedDriver, main: bool
 ) -> None:
     """A thread waiting on a fence sleeps in the driver, on the main thread or another.
 
     The emulated drivers spin in a default event's synchronize, as CUDA and HIP document; the
-    backends create blocking-sync events, whose waiters sleep. With device 0 set to yield
-    between a spinning wait's looks, the emulator counts every look (``emu_spin_yields``): a
-    wait that sleeps makes none, however long it is held and however loaded the machine, where
-    its CPU share would depend on both (a yielding spinner on a busy machine gets almost no
-    CPU). The main thread's wait runs the driver's wait on a helper thread.
+    backends create blocking-sync events, whose waiters sleep. The emulator counts a spinning
+    wait's looks at unfinished work (``emu_spin_looks``): a wait that sleeps makes none, however
+    long it is held and however loaded the machine, where its CPU share would depend on both.
+    The stream is released only once the wait is inside the driver's wait (``emu_host_waits``),
+    so a wait that spun would be seen. The main thread's wait runs the driver's wait on a
+    helper thread.
     """
     gate = _held(api, stream)
     fence = EventFence[Any, Any].record(api, stream)
-    sync = spelled.name("EventSynchronize")
-    entered = emu.calls(sync)
-    spin_yields = emu.lib.emu_spin_yields
-    spin_yields.restype = ctypes.c_long
+    looks, host_waits = emu.lib.emu_spin_looks, emu.lib.emu_host_waits
+    looks.restype = host_waits.restype = ctypes.c_long
     in_the_driver: list[bool] = []
 
     def release() -> None:
-        # Once the wait is in the driver's synchronize (its call counter moved): a wait that
-        # never gets there (one that spins on queries in Python) is released only after JOIN_S,
-        # and fails below.
+        # A wait that never gets there (one that spins on queries in Python) is released only
+        # after JOIN_S, and fails below.
         deadline = time.monotonic() + JOIN_S
-        while emu.calls(sync) == entered and time.monotonic() < deadline:
+        while host_waits() == 0 and time.monotonic() < deadline:
             time.sleep(0.001)
-        in_the_driver.append(emu.calls(sync) > entered)
+        in_the_driver.append(host_waits() == 1)
         time.sleep(BUSY_S)  # the device's work, not synchronization
         gate.set()
 
-    had = _schedule_device_0(kind, SCHED_YIELD)
     releaser = threading.Thread(target=release, daemon=True)
     try:
-        before = spin_yields()
+        before = looks()
         releaser.start()
         if main:
             fence.wait()
         else:
             Waiter(fence.wait).result()
-        yields = spin_yields() - before
+        looked = looks() - before
     finally:
         gate.set()
         if releaser.is_alive():
             releaser.join(JOIN_S)
-        _schedule_device_0(kind, had)
         fence.close()
-    assert in_the_driver == [True], "the wait never reached the driver's synchronize"
-    assert yields == 0, f"the wait spun in the driver: {yields} looks at the held stream"
+    assert in_the_driver == [True], "the wait never reached the driver's wait"
+    assert looked == 0, f"the wait spun in the driver: {looked} looks at the held stream"
 
 
 @pytest.mark.parametrize("thread_works_on_device_0", [False, True], ids=["fresh", "on-0"])

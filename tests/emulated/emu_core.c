@@ -182,6 +182,8 @@ static struct {
     int destroy_waits;      /* EMU_STREAM_DESTROY_WAITS=1: a stream destroy waits for its work */
     long processors;        /* logical processors the process may run on (EMU_SPIN_AUTO_CUDA) */
     long spin_yields;       /* yields made by spinning host waits: see emu_spin_yields */
+    long spin_looks;        /* looks made by spinning host waits: see emu_spin_looks */
+    long host_waits;        /* threads now in a host wait: see emu_host_waits */
     callrec calls[MAX_CALL_NAMES];
     int ncalls;
     alloc *allocs;            /* live allocations */
@@ -404,18 +406,21 @@ static void pause_briefly(void) {
 
 /* Wait on device `dev` while busy(arg); `blocking`: a blocking-sync event's wait. */
 static void wait_while(int blocking, int dev, busy_fn busy, const void *arg) {
+    g.host_waits++;
     if (blocking || g.sched[dev] == EMU_SCHED_BLOCKING_SYNC) {
         while (busy(arg)) pthread_cond_wait(&g.done, &g.mu);
-        return;
+    } else {
+        int yields = spin_yields(dev);
+        while (busy(arg)) {
+            g.spin_looks++;
+            if (yields) g.spin_yields++;
+            pthread_mutex_unlock(&g.mu);
+            if (yields) sched_yield();
+            else pause_briefly();
+            pthread_mutex_lock(&g.mu);
+        }
     }
-    int yields = spin_yields(dev);
-    while (busy(arg)) {
-        if (yields) g.spin_yields++;
-        pthread_mutex_unlock(&g.mu);
-        if (yields) sched_yield();
-        else pause_briefly();
-        pthread_mutex_lock(&g.mu);
-    }
+    g.host_waits--;
 }
 
 static int record_pending(const void *arg) { return !((const struct op *)arg)->done; }
@@ -1481,10 +1486,25 @@ long emu_spin_yields(void) {
     return n;
 }
 
+long emu_spin_looks(void) {
+    lock();
+    long n = g.spin_looks;
+    unlock();
+    return n;
+}
+
+long emu_host_waits(void) {
+    lock();
+    long n = g.host_waits;
+    unlock();
+    return n;
+}
+
 void emu_reset_counters(void) {
     lock();
     g.wakeups = 0;
     g.spin_yields = 0;
+    g.spin_looks = 0;
     for (int i = 0; i < g.ncalls; i++) g.calls[i].calls = 0;
     unlock();
 }

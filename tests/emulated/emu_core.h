@@ -215,6 +215,12 @@ EMU_EXPORT long emu_calls(const char *call_name);
 EMU_EXPORT long emu_worker_wakeups(void);
 /* How many times a spinning host wait yielded its core between looks (see emu_spin_policy). */
 EMU_EXPORT long emu_spin_yields(void);
+/* How many times a spinning host wait looked at what it waits for and found it busy, pausing
+ * or yielding between looks; a sleeping wait makes none. */
+EMU_EXPORT long emu_spin_looks(void);
+/* How many threads are inside a host wait now (a synchronize's wait for the device), spinning
+ * or sleeping: a gauge, which emu_reset_counters leaves alone. */
+EMU_EXPORT long emu_host_waits(void);
 EMU_EXPORT void emu_reset_counters(void);
 /* Allocations made and not freed. */
 EMU_EXPORT long emu_live_allocations(void);
