@@ -1058,11 +1058,12 @@ def test_polling_workers_run_the_whole_check_and_release_everything(
     assert json.loads(done.stdout) == [50, 1, [0, 0], [1, 0], [0, 0]]
 
 
-# A default event's wait on a stream whose worker first sleeps 20 ms in usleep(20000), in a
-# fresh process: prints whether the wait returned only once that sleep was over (at least 20 ms
+# A default event's wait on a stream whose worker first sleeps 100 ms in usleep(100000), in a
+# fresh process: prints whether the wait returned only once that sleep was over (at least 100 ms
 # after the host function was launched), how many times the wait looked at the unfinished event
 # (a spin looks, pausing or yielding between looks; a sleeping wait never does), and how many of
-# those looks yielded the core. All three are the driver's own doing: no machine load moves them.
+# those looks yielded the core. All three are the driver's own doing: no machine load moves them,
+# short of stalling the process for the 100 ms between its record and its synchronize.
 # CONTEXTS primary contexts are retained first (cuda), then device 0's set to SCHED.
 _SPINNING_WAIT = """
     import ctypes, time
@@ -1095,11 +1096,11 @@ _SPINNING_WAIT = """
     assert event_create(ctypes.byref(event)) == 0  # default flags: the wait spins
     looks, yields = lib.emu_spin_looks(), lib.emu_spin_yields()
     wall = time.perf_counter()
-    assert launch(stream, ctypes.cast(libc.usleep, V), V(20000)) == 0
+    assert launch(stream, ctypes.cast(libc.usleep, V), V(100000)) == 0
     assert record(event, stream) == 0
     assert synchronize(event) == 0
     wall = time.perf_counter() - wall
-    print(wall >= 0.02, lib.emu_spin_looks() - looks, lib.emu_spin_yields() - yields)
+    print(wall >= 0.1, lib.emu_spin_looks() - looks, lib.emu_spin_yields() - yields)
 """
 
 _PROCESSORS = len(os.sched_getaffinity(0))
@@ -1136,7 +1137,7 @@ def test_a_spinning_wait_yields_as_the_driver_documents_and_returns_when_reached
     assert done.returncode == 0, done.stderr
     returned_when_reached, looks, yielded = done.stdout.split()
     assert returned_when_reached == "True", done.stdout
-    # It spun for the whole wait instead of sleeping: looks by the thousand in the 20 ms (at
+    # It spun for the whole wait instead of sleeping: looks by the thousand in the 100 ms (at
     # least one, as the event was unfinished when the wait began), each a yield or none of them.
     assert int(looks) > 0, done.stdout
     assert int(yielded) == (int(looks) if yields else 0), done.stdout
