@@ -1384,26 +1384,17 @@ emu_status emuc_graph_launch(uint64_t h, int dev, uint64_t sh) {
 
 /* -- control API ------------------------------------------------------------------------ */
 
-long emu_live_events(void) {
+/* One of g's counters, read under the lock: what the getters below return. */
+static long read_locked(const long *counter) {
     lock();
-    long n = g.live_events;
+    long n = *counter;
     unlock();
     return n;
 }
 
-long emu_live_streams(void) {
-    lock();
-    long n = g.live_streams;
-    unlock();
-    return n;
-}
-
-long emu_live_graphs(void) {
-    lock();
-    long n = g.live_graphs;
-    unlock();
-    return n;
-}
+long emu_live_events(void) { return read_locked(&g.live_events); }
+long emu_live_streams(void) { return read_locked(&g.live_streams); }
+long emu_live_graphs(void) { return read_locked(&g.live_graphs); }
 
 long emu_live_contexts(void) {
     lock();
@@ -1472,33 +1463,10 @@ long emu_calls(const char *call_name) {
     return n;
 }
 
-long emu_worker_wakeups(void) {
-    lock();
-    long n = g.wakeups;
-    unlock();
-    return n;
-}
-
-long emu_spin_yields(void) {
-    lock();
-    long n = g.spin_yields;
-    unlock();
-    return n;
-}
-
-long emu_spin_looks(void) {
-    lock();
-    long n = g.spin_looks;
-    unlock();
-    return n;
-}
-
-long emu_host_waits(void) {
-    lock();
-    long n = g.host_waits;
-    unlock();
-    return n;
-}
+long emu_worker_wakeups(void) { return read_locked(&g.wakeups); }
+long emu_spin_yields(void) { return read_locked(&g.spin_yields); }
+long emu_spin_looks(void) { return read_locked(&g.spin_looks); }
+long emu_host_waits(void) { return read_locked(&g.host_waits); }
 
 void emu_reset_counters(void) {
     lock();
@@ -1509,12 +1477,7 @@ void emu_reset_counters(void) {
     unlock();
 }
 
-long emu_live_allocations(void) {
-    lock();
-    long n = g.live_allocs;
-    unlock();
-    return n;
-}
+long emu_live_allocations(void) { return read_locked(&g.live_allocs); }
 
 void emu_set_l2_cache_bytes(long long bytes) {
     lock();
